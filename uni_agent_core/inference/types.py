@@ -1,0 +1,137 @@
+"""The engine contract: request/response records and the `Engine` protocol.
+
+Every inference backend (the in-process `HFEngine`, `OpenAIServerEngine` for vLLM/SGLang
+servers) speaks token ids in, token ids + logprobs out. Nothing here ever decodes and
+re-tokenizes what a model sampled: that is what keeps rollouts exact to the token.
+"""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class FinishReason(StrEnum):
+    """Why a generation ended."""
+
+    STOP = "stop"
+    """A stop token (EOS or one of `stop_token_ids`) was sampled; it is part of the output."""
+    LENGTH = "length"
+    """`max_new_tokens` or the model's context window was reached."""
+    ABORT = "abort"
+    """The engine aborted the request (`pause(mode="abort")`, shutdown); output is partial."""
+
+
+class GenerateRequest(BaseModel):
+    """One generation call: a token-id prompt and its sampling parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_ids: list[int] = Field(min_length=1)
+    """Token ids of the full prompt, exactly as the trainer will see them."""
+    max_new_tokens: int = Field(default=256, ge=1)
+    """Upper bound on sampled tokens; the output may be shorter (stop) or cut by the context."""
+    temperature: float = Field(default=1.0, ge=0.0)
+    """0 means greedy decoding. Logprobs are reported at this temperature (1.0 when greedy)."""
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass; 1.0 disables it."""
+    top_k: int = Field(default=-1)
+    """Keep only the k most likely tokens; -1 (or 0) disables it."""
+    stop_token_ids: list[int] = Field(default_factory=list)
+    """Extra token ids that end generation, in addition to the model's EOS ids."""
+    ignore_eos: bool = False
+    """Do not stop on the model's EOS ids (only on `stop_token_ids` and length)."""
+    seed: int | None = None
+    """Seed of this request's sampler; equal seeds and prompts give equal samples on one engine."""
+    session_id: str | None = None
+    """Routing key: calls of one agent session go to one replica for prefix-cache reuse."""
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    """Unique id of this call (logging, abort)."""
+
+    @model_validator(mode="after")
+    def _check_top_k(self) -> GenerateRequest:
+        if self.top_k < -1:
+            raise ValueError("top_k must be -1 (disabled), 0 (disabled) or a positive integer")
+        return self
+
+
+class TokenOutput(BaseModel):
+    """What an engine returns for one `GenerateRequest`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str
+    token_ids: list[int]
+    """Sampled token ids, verbatim, including the stop token when finish_reason is `stop`."""
+    logprobs: list[float]
+    """Log-probability of each sampled token under the policy that sampled it (one per token)."""
+    finish_reason: FinishReason
+    policy_version: list[int]
+    """Weight version that produced each token. A partial rollout resumed after a weight
+    update mixes versions."""
+    cached_prefix_tokens: int = 0
+    """Prompt tokens served from the prefix cache instead of being recomputed."""
+    prompt_tokens: int = 0
+    """Length of the prompt the engine saw."""
+
+    @model_validator(mode="after")
+    def _check_alignment(self) -> TokenOutput:
+        n = len(self.token_ids)
+        if len(self.logprobs) != n or len(self.policy_version) != n:
+            raise ValueError(
+                f"misaligned engine output: {n} tokens, {len(self.logprobs)} logprobs, "
+                f"{len(self.policy_version)} versions"
+            )
+        return self
+
+
+class EngineStats(BaseModel):
+    """A snapshot of an engine's load, used by the router and by metrics."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    running_requests: int = 0
+    waiting_requests: int = 0
+    queued_tokens: int = 0
+    """Prompt tokens still to prefill plus tokens still to decode (upper bound) of queued work."""
+    free_kv_tokens: int | None = None
+    """KV-cache tokens that can still be admitted, when the engine knows it."""
+    cached_prefixes: int = 0
+    cached_prefix_tokens: int = 0
+    prefix_cache_hits: int = 0
+    prefix_cache_lookups: int = 0
+    policy_version: int = 0
+    paused: bool = False
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What every inference backend provides (see DESIGN.md, "Engine")."""
+
+    async def generate(self, request: GenerateRequest) -> TokenOutput:
+        """Sample a continuation of `request.prompt_ids`."""
+        ...
+
+    async def update_weights(self, state: Any, version: int) -> None:
+        """Load new policy weights; tokens sampled afterwards carry `version`."""
+        ...
+
+    async def pause(self) -> None:
+        """Stop sampling at the next step boundary; in-flight requests keep their prefix."""
+        ...
+
+    async def resume(self) -> None:
+        """Continue paused requests (re-prefilled on the current weights)."""
+        ...
+
+    def stats(self) -> EngineStats:
+        """Current load and cache figures."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources; pending requests finish with `abort`."""
+        ...
