@@ -1,1 +1,30 @@
-"""inference."""
+"""Inference engines: the `Engine` contract, the in-process `HFEngine`, server-backed engines."""
+
+from uni_agent_core.inference.hf_engine import EngineClosedError, EngineStepError, HFEngine
+from uni_agent_core.inference.types import (
+    Engine,
+    EngineStats,
+    FinishReason,
+    GenerateRequest,
+    TokenOutput,
+)
+
+__all__ = [
+    "Engine",
+    "EngineClosedError",
+    "EngineStats",
+    "EngineStepError",
+    "FinishReason",
+    "GenerateRequest",
+    "HFEngine",
+    "TokenOutput",
+]
+
+
+def __getattr__(name: str):
+    # The server engine pulls in httpx; import it only when asked for.
+    if name == "OpenAIServerEngine":
+        from uni_agent_core.inference.openai_server import OpenAIServerEngine
+
+        return OpenAIServerEngine
+    raise AttributeError(name)

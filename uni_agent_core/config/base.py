@@ -1,0 +1,56 @@
+"""The base of every recipe model and the exception that cross-field rules raise.
+
+Every section model derives from `ConfigModel`, so all of them reject unknown keys and turn the
+docstring under each field into that field's description (what `agent-rl recipe validate` and the
+docs show). Cross-field rules raise `Conflict`, which names the offending keys so the loader can
+report `trainer.batch_size: ...` instead of a bare message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+HostDevice = Literal["cpu", "cuda", "npu", "auto"]
+"""Where an in-process component runs; `auto` picks cuda, then npu, then cpu."""
+
+AcceleratorDevice = Literal["cuda", "npu"]
+"""Accelerator kind of a GPU/NPU pool (NVIDIA CUDA or Ascend NPU)."""
+
+
+class ConfigModel(BaseModel):
+    """Base of all recipe models: unknown keys are errors and field docstrings are descriptions."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_default=True,
+    )
+
+
+class Conflict(ValueError):
+    """One or more cross-field rules failed.
+
+    Attributes:
+        problems: `(key, message)` pairs; `key` is a dotted path relative to the model whose
+            validator raised, e.g. `backend.ppo_mini_batch_size` inside `trainer`.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems: list[tuple[str, str]] = list(problems)
+        super().__init__("; ".join(f"{key}: {message}" for key, message in self.problems))
+
+
+def raise_conflicts(problems: Sequence[tuple[str, str]]) -> None:
+    """Raise `Conflict` when any cross-field rule failed.
+
+    Args:
+        problems: the `(key, message)` pairs collected by a model validator; empty means valid.
+
+    Raises:
+        Conflict: when `problems` is not empty.
+    """
+    if problems:
+        raise Conflict(problems)

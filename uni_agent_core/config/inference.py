@@ -1,0 +1,98 @@
+"""The inference sections: the engine that generates tokens and the router that spreads load.
+
+`engine` is a discriminated union on `type`: `hf` runs the policy in-process (the embedded
+default); `openai_server` talks to vLLM/SGLang servers (token ids in, token ids + logprobs out).
+`router` picks a replica per request by prefix-cache residency and token load.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from uni_agent_core.config.base import ConfigModel, HostDevice
+
+
+class HFEngineConfig(ConfigModel):
+    """In-process Hugging Face engine: batched generation with a KV and prefix cache."""
+
+    type: Literal["hf"] = "hf"
+    """Selects the in-process engine."""
+    device: HostDevice = "auto"
+    """Device that runs generation; `auto` picks cuda, then npu, then cpu."""
+    max_batch_size: int = Field(default=8, ge=1)
+    """Most sequences decoded together in one forward pass."""
+    prefix_cache_tokens: int = Field(default=65_536, ge=0)
+    """Token capacity of the prefix (KV) cache reused across turns of a session; 0 disables it."""
+    max_model_len: int | None = Field(default=None, ge=1)
+    """Longest prompt + output the engine accepts; None uses the model's own limit."""
+
+
+class OpenAIServerEngineConfig(ConfigModel):
+    """vLLM or SGLang servers reached over HTTP, asked for token ids and logprobs."""
+
+    type: Literal["openai_server"] = "openai_server"
+    """Selects remote OpenAI-compatible inference servers."""
+    api: Literal["vllm", "sglang"] = "vllm"
+    """Server kind; decides which token-id and weight-update endpoints are used."""
+    base_urls: list[str] | None = Field(default=None, min_length=1)
+    """Server roots, one per replica (e.g. `http://10.0.0.5:8000`). Required unless the verl
+    backend launches the servers itself, in which case their addresses are registered at run
+    time and this must be omitted."""
+    model: str
+    """Model name the servers serve (`--served-model-name`)."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the servers' API key; None sends no key. Keys
+    never go into recipes."""
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    """Seconds allowed to open a connection before the replica counts as unhealthy."""
+    timeout_s: float | None = Field(default=None, gt=0)
+    """Per-request read timeout; None (the default) waits as long as generation takes, because
+    time limits belong on turns and sandboxes, not on model sampling."""
+    max_retries: int = Field(default=2, ge=0)
+    """Retries of a failed request on another healthy replica before it is an engine error."""
+    max_model_len: int | None = Field(default=None, ge=1)
+    """Longest prompt + output the servers accept (`--max-model-len`); None trusts the server."""
+
+    @field_validator("base_urls")
+    @classmethod
+    def _check_urls(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        bad = [url for url in value if not url.startswith(("http://", "https://"))]
+        if bad:
+            raise ValueError(f"base URLs must start with http:// or https://, got {bad}")
+        if len(set(value)) != len(value):
+            raise ValueError("base URLs must be distinct (one per replica)")
+        return [url.rstrip("/") for url in value]
+
+
+EngineConfig = Annotated[HFEngineConfig | OpenAIServerEngineConfig, Field(discriminator="type")]
+"""An inference engine, chosen by its `type:` tag."""
+
+
+class RouterConfig(ConfigModel):
+    """How generation requests are spread over engine replicas."""
+
+    policy: Literal["cache_aware", "least_tokens", "round_robin", "session_affinity"] = (
+        "cache_aware"
+    )
+    """`cache_aware` routes by prefix-cache residency, then token load; `least_tokens` by
+    queued + decoding tokens only; `round_robin` in turn; `session_affinity` pins a session to
+    one replica for good."""
+    replicas: int | None = Field(default=None, ge=1)
+    """Number of replicas; None means one per `engine.base_urls` entry (openai_server) or one
+    (hf). With openai_server it must equal the number of base URLs when given."""
+    balance_tolerance: float = Field(default=0.5, ge=0.0)
+    """A sticky session leaves its cached replica when that replica's token load exceeds the
+    least-loaded one's by more than this fraction (0.5 = 50%)."""
+    balance_min_tokens: int = Field(default=4096, ge=0)
+    """...and by more than this many tokens, so small absolute gaps never break affinity."""
+    cache_salt_by_version: bool = True
+    """Salt prefix-cache keys with the policy version, so a weight update never reuses KV
+    computed by older weights."""
+    health_check_interval_s: float = Field(default=5.0, gt=0)
+    """Seconds between replica health probes."""
+    unhealthy_after_failures: int = Field(default=3, ge=1)
+    """Consecutive failed probes or requests after which a replica stops receiving traffic."""

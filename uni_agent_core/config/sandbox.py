@@ -1,0 +1,124 @@
+"""The sandbox section: where agent commands and hidden tests run, with explicit limits.
+
+A discriminated union on `type`: `local` (a process tree, bubblewrap isolation), `swerex` (a
+SWE-ReX remote runtime), `docker` and `modal`. Every backend states its start, command and
+wall-clock timeouts; no backend waits forever.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from uni_agent_core.config.base import ConfigModel, raise_conflicts
+
+
+class _SandboxLimits(ConfigModel):
+    """Timeouts shared by every sandbox backend."""
+
+    startup_timeout_s: float = Field(default=60.0, gt=0)
+    """Seconds allowed to create the sandbox and check out the task's repository."""
+    exec_timeout_s: float = Field(default=120.0, gt=0)
+    """Default per-command timeout; the command's process tree is killed when it passes."""
+    wall_clock_s: float = Field(default=3600.0, gt=0)
+    """Hard deadline on the sandbox's whole life; it is torn down when it passes."""
+    start_retries: int = Field(default=2, ge=0)
+    """Retries of a failed sandbox start before the rollout ends with `sandbox_error`."""
+
+    @model_validator(mode="after")
+    def _check_timeouts(self) -> _SandboxLimits:
+        problems: list[tuple[str, str]] = []
+        if self.exec_timeout_s > self.wall_clock_s:
+            problems.append(
+                (
+                    "exec_timeout_s",
+                    f"{self.exec_timeout_s:g} s exceeds wall_clock_s ({self.wall_clock_s:g} s); "
+                    "a single command could never reach its own timeout",
+                )
+            )
+        raise_conflicts(problems)
+        return self
+
+
+class _ResourceCaps(_SandboxLimits):
+    """Memory and network caps of backends that create the sandbox themselves."""
+
+    memory_mb: int = Field(default=4096, ge=64)
+    """Memory cap in MiB."""
+    network: bool = False
+    """Allow outbound network; off by default so agents cannot fetch fixes."""
+
+
+class LocalSandboxConfig(_ResourceCaps):
+    """A local process tree in a scratch directory (the embedded default)."""
+
+    type: Literal["local"] = "local"
+    """Selects the local sandbox."""
+    isolation: Literal["bubblewrap", "none"] = "bubblewrap"
+    """`bubblewrap` isolates the file system, processes and network (needs `bwrap`); `none`
+    only uses a scratch directory and rlimits (trusted CI tasks only)."""
+    max_processes: int = Field(default=256, ge=1)
+    """Cap on processes the agent's commands may create (fork bombs end the rollout)."""
+
+
+class SwerexSandboxConfig(_SandboxLimits):
+    """A SWE-ReX remote runtime reached over HTTP."""
+
+    type: Literal["swerex"] = "swerex"
+    """Selects a SWE-ReX remote runtime."""
+    host: str
+    """Runtime URL, e.g. `http://sandbox-host`; memory and network limits are the runtime
+    host's."""
+    port: int | None = Field(default=None, ge=1, le=65_535)
+    """Runtime port; None uses the URL's port."""
+    auth_token_env: str | None = None
+    """Environment variable holding the runtime's auth token; None sends none."""
+    runtime_timeout_s: float = Field(default=60.0, gt=0)
+    """Timeout of each control request to the runtime (not of the command it runs)."""
+
+
+class DockerSandboxConfig(_ResourceCaps):
+    """One container per rollout, from the task's image."""
+
+    type: Literal["docker"] = "docker"
+    """Selects docker containers."""
+    image: str | None = None
+    """Image for every task; None uses each task's own image (SWE-bench style)."""
+    pull: Literal["missing", "always", "never"] = "missing"
+    """When to pull the image before starting a container."""
+    cpus: float = Field(default=2.0, gt=0)
+    """CPU quota per container."""
+    docker_host: str | None = None
+    """Docker daemon address (`DOCKER_HOST`); None uses the local daemon."""
+    max_concurrent_starts: int = Field(default=16, ge=1)
+    """Global cap on containers starting at once, so the daemon is never overloaded."""
+    warm_pool_size: int = Field(default=0, ge=0)
+    """Containers per image started ahead of need; 0 starts each on demand."""
+
+
+class ModalSandboxConfig(_ResourceCaps):
+    """A Modal sandbox per rollout."""
+
+    type: Literal["modal"] = "modal"
+    """Selects Modal sandboxes."""
+    app_name: str = "agent-rl-sandboxes"
+    """Modal app the sandboxes belong to."""
+    cpu: float = Field(default=2.0, gt=0)
+    """CPU cores per sandbox."""
+    region: str | None = None
+    """Modal region; None lets Modal choose."""
+    max_concurrent_starts: int = Field(default=32, ge=1)
+    """Global cap on sandboxes being created at once (Modal rate-limits creation)."""
+    warm_pool_size: int = Field(default=0, ge=0)
+    """Sandboxes per image created ahead of need; 0 creates each on demand."""
+
+
+SandboxConfig = Annotated[
+    LocalSandboxConfig | SwerexSandboxConfig | DockerSandboxConfig | ModalSandboxConfig,
+    Field(discriminator="type"),
+]
+"""A sandbox backend, chosen by its `type:` tag."""
+
+CONTAINER_SANDBOXES: frozenset[str] = frozenset({"swerex", "docker", "modal"})
+"""Sandbox types that can run a task's container image."""

@@ -1,0 +1,439 @@
+"""`HFEngine`: an in-process, asynchronous, batching engine over a `transformers` causal LM.
+
+What it does per scheduler step (one call into a single model thread, so the event loop never
+blocks on torch):
+
+1. drop rows whose callers went away (cancelled requests);
+2. admit waiting requests up to `max_batch_size`: each is prefilled alone, reusing the longest
+   cached prefix of its prompt from the `PrefixCache`, and samples its first token;
+3. decode one token for every running row in one batched forward pass over a left-padded
+   `KVBatch`;
+4. finish rows that sampled a stop token or ran out of budget, storing their KV in the prefix
+   cache, and resolve their futures.
+
+Every sampled token carries its logprob and the weight version that produced it. `pause()`
+stops at a step boundary; `update_weights()` pauses, swaps the weights, clears the (now stale)
+prefix cache and re-queues in-flight rows, which are re-prefilled on the new weights with the
+tokens generated so far (a partial rollout whose tokens mix versions) once the engine resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from uni_agent_core.inference.kv_batch import KVBatch
+from uni_agent_core.inference.prefix_cache import KV, PrefixCache
+from uni_agent_core.inference.sampling import SamplingParams, sample_tokens
+from uni_agent_core.inference.types import (
+    EngineStats,
+    FinishReason,
+    GenerateRequest,
+    TokenOutput,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class EngineClosedError(RuntimeError):
+    """The engine was closed; it accepts no more requests."""
+
+
+class EngineStepError(RuntimeError):
+    """The model failed during a step; every request in that step fails with this error."""
+
+
+@dataclass(eq=False)
+class _Sequence:
+    request: GenerateRequest
+    future: asyncio.Future[TokenOutput]
+    sampling: SamplingParams
+    generator: torch.Generator | None
+    stop_ids: frozenset[int]
+    max_total: int
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    cached_prefix_tokens: int = 0
+    cancelled: bool = False
+    finish_reason: FinishReason | None = None
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.request.prompt_ids + self.output_ids
+
+    def to_output(self) -> TokenOutput:
+        assert self.finish_reason is not None
+        return TokenOutput(
+            request_id=self.request.request_id,
+            token_ids=list(self.output_ids),
+            logprobs=list(self.logprobs),
+            finish_reason=self.finish_reason,
+            policy_version=list(self.versions),
+            cached_prefix_tokens=self.cached_prefix_tokens,
+            prompt_tokens=len(self.request.prompt_ids),
+        )
+
+
+def _eos_ids_of(model: Any) -> frozenset[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config):
+        eos = getattr(source, "eos_token_id", None)
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif isinstance(eos, (list, tuple)):
+            ids.update(int(i) for i in eos)
+    return frozenset(ids)
+
+
+def _kv_of(cache: Any) -> KV:
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+class HFEngine:
+    """Batched in-process generation with KV and prefix caching, logprobs and weight versions.
+
+    Args:
+        model: a `transformers` causal LM (eval mode is set here).
+        tokenizer: optional; kept for callers' convenience (`engine.tokenizer`).
+        eos_token_ids: ids that end generation; defaults to the model's configured EOS ids.
+        max_batch_size: rows decoded together; further requests wait.
+        prefix_cache_tokens: capacity of the prefix cache in tokens (0 disables it).
+        max_model_len: context window; defaults to `config.max_position_embeddings`.
+        policy_version: version stamped on tokens until the first `update_weights`.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        eos_token_ids: Iterable[int] | None = None,
+        max_batch_size: int = 32,
+        prefix_cache_tokens: int = 65536,
+        max_model_len: int | None = None,
+        policy_version: int = 0,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError("max_batch_size must be >= 1")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.eos_token_ids = (
+            frozenset(eos_token_ids) if eos_token_ids is not None else _eos_ids_of(model)
+        )
+        self.max_batch_size = max_batch_size
+        self.max_model_len = max_model_len or int(
+            getattr(model.config, "max_position_embeddings", 32768)
+        )
+        self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+        self.policy_version = policy_version
+        self._waiting: collections.deque[_Sequence] = collections.deque()
+        self._running: list[_Sequence] = []
+        self._batch = KVBatch()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-engine")
+        self._paused = False
+        self._closed = False
+        self._wake: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._scheduler: asyncio.Task[None] | None = None
+        self.steps = 0
+        self.generated_tokens = 0
+
+    @classmethod
+    def from_policy(
+        cls, name: str, *, dtype: str = "float32", device: str = "cpu", **kwargs: Any
+    ) -> HFEngine:
+        """Load a policy by name (`tiny`, `smollm2-135m`, `hf:<dir>`) and wrap it."""
+        from uni_agent_core.models import load_policy
+
+        model, tokenizer = load_policy(name, dtype=dtype, device=device)
+        return cls(model, tokenizer, **kwargs)
+
+    # -- public API -------------------------------------------------------------------------
+
+    async def generate(self, request: GenerateRequest) -> TokenOutput:
+        """Sample a continuation of `request.prompt_ids` (see `GenerateRequest`)."""
+        self._ensure_started()
+        if self._closed:
+            raise EngineClosedError("HFEngine is closed")
+        prompt_len = len(request.prompt_ids)
+        if prompt_len >= self.max_model_len:
+            raise ValueError(
+                f"prompt of {prompt_len} tokens does not fit the context window of "
+                f"{self.max_model_len} tokens (max_model_len); shorten the prompt"
+            )
+        generator = None
+        if request.seed is not None:
+            generator = torch.Generator().manual_seed(request.seed)
+        stop_ids = frozenset(request.stop_token_ids)
+        if not request.ignore_eos:
+            stop_ids |= self.eos_token_ids
+        seq = _Sequence(
+            request=request,
+            future=asyncio.get_running_loop().create_future(),
+            sampling=SamplingParams(request.temperature, request.top_p, request.top_k),
+            generator=generator,
+            stop_ids=stop_ids,
+            max_total=min(self.max_model_len, prompt_len + request.max_new_tokens),
+        )
+        self._waiting.append(seq)
+        assert self._wake is not None
+        self._wake.set()
+        try:
+            return await seq.future
+        except asyncio.CancelledError:
+            seq.cancelled = True
+            if seq in self._waiting:
+                self._waiting.remove(seq)
+            raise
+
+    async def pause(self, mode: Literal["keep", "abort"] = "keep") -> None:
+        """Stop at the next step boundary.
+
+        Args:
+            mode: `keep` holds in-flight requests (they continue after `resume`, re-prefilled
+                if the weights changed); `abort` finishes them now with finish reason `abort`
+                and the tokens generated so far.
+        """
+        self._ensure_started()
+        self._paused = True
+        assert self._idle is not None
+        await self._idle.wait()
+        if mode == "abort":
+            for seq in [*self._running, *self._waiting]:
+                seq.finish_reason = FinishReason.ABORT
+                self._resolve(seq)
+            self._running, self._waiting = [], collections.deque()
+            self._batch = KVBatch()
+
+    async def resume(self) -> None:
+        """Continue after `pause`."""
+        self._ensure_started()
+        self._paused = False
+        assert self._wake is not None
+        self._wake.set()
+
+    async def update_weights(
+        self, state: Mapping[str, torch.Tensor] | str | Path, version: int
+    ) -> None:
+        """Load new weights between steps; later tokens carry `version`.
+
+        Args:
+            state: a state dict (names as in `model.state_dict()`), or a directory / file of
+                safetensors written by `save_pretrained`.
+            version: the new policy version.
+        """
+        self._ensure_started()
+        was_paused = self._paused
+        await self.pause()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._load_weights, state)
+        self.policy_version = version
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
+        # KV of in-flight rows came from the old weights: recompute it on resume.
+        self._waiting.extendleft(reversed(self._running))
+        self._running = []
+        self._batch = KVBatch()
+        if not was_paused:
+            await self.resume()
+
+    def stats(self) -> EngineStats:
+        """Load and cache figures (safe to call at any time)."""
+        queued = sum(len(s.request.prompt_ids) + s.request.max_new_tokens for s in self._waiting)
+        queued += sum(s.max_total - len(s.all_ids) for s in self._running)
+        cache = self.prefix_cache
+        return EngineStats(
+            running_requests=len(self._running),
+            waiting_requests=len(self._waiting),
+            queued_tokens=queued,
+            cached_prefixes=len(cache) if cache else 0,
+            cached_prefix_tokens=cache.stored_tokens if cache else 0,
+            prefix_cache_hits=cache.hits if cache else 0,
+            prefix_cache_lookups=cache.lookups if cache else 0,
+            policy_version=self.policy_version,
+            paused=self._paused,
+            extra={"steps": self.steps, "generated_tokens": self.generated_tokens},
+        )
+
+    async def close(self) -> None:
+        """Abort pending requests and stop the scheduler and model thread."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._idle is not None:
+            await self.pause(mode="abort")
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            try:
+                await self._scheduler
+            except asyncio.CancelledError:
+                pass
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
+
+    # -- scheduler (event-loop side) ----------------------------------------------------------
+
+    def _ensure_started(self) -> None:
+        if self._scheduler is not None:
+            return
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+
+    async def _schedule(self) -> None:
+        assert self._wake is not None and self._idle is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake.wait()
+            if self._paused or not (self._waiting or self._running):
+                self._wake.clear()
+                continue
+            admitted: list[_Sequence] = []
+            while self._waiting and len(self._running) + len(admitted) < self.max_batch_size:
+                admitted.append(self._waiting.popleft())
+            self._idle.clear()
+            try:
+                finished = await loop.run_in_executor(self._executor, self._step, admitted)
+            except Exception as exc:  # deliberate boundary: fail the step's requests, go on
+                logger.exception("HFEngine step failed")
+                failed = [*self._running, *admitted]
+                self._running, self._batch = [], KVBatch()
+                for seq in failed:
+                    if not seq.future.done():
+                        seq.future.set_exception(EngineStepError(f"model step failed: {exc}"))
+                finished = []
+            finally:
+                self._idle.set()
+            for seq in finished:
+                self._resolve(seq)
+
+    @staticmethod
+    def _resolve(seq: _Sequence) -> None:
+        if not seq.future.done():
+            seq.future.set_result(seq.to_output())
+
+    # -- model thread ---------------------------------------------------------------------
+
+    def _step(self, admitted: list[_Sequence]) -> list[_Sequence]:
+        with torch.inference_mode():
+            finished: list[_Sequence] = []
+            if any(s.cancelled for s in self._running):
+                self._keep([i for i, s in enumerate(self._running) if not s.cancelled])
+            new_rows: list[KV] = []
+            for seq in admitted:
+                if seq.cancelled:
+                    continue
+                kv = self._prefill(seq)
+                if self._is_done(seq):
+                    finished.append(seq)
+                else:
+                    new_rows.append(kv)
+                    self._running.append(seq)
+            self._batch.add(new_rows)
+            if self._running:
+                finished.extend(self._decode())
+            self.steps += 1
+            return finished
+
+    def _prefill(self, seq: _Sequence) -> KV:
+        from transformers import DynamicCache
+
+        ids = seq.all_ids
+        hit_len, hit_kv = 0, None
+        if self.prefix_cache is not None:
+            hit = self.prefix_cache.lookup(ids, max_length=len(ids) - 1)
+            hit_len, hit_kv = hit.length, hit.kv
+        if not seq.output_ids:
+            seq.cached_prefix_tokens = hit_len
+        cache = DynamicCache(ddp_cache_data=hit_kv) if hit_kv else DynamicCache()
+        out = self.model(
+            input_ids=torch.tensor([ids[hit_len:]], dtype=torch.long),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        kv = _kv_of(out.past_key_values)
+        if self.prefix_cache is not None:
+            self.prefix_cache.insert(ids, kv)
+        self._append(seq, *sample_tokens(out.logits[:, -1], [seq.sampling], [seq.generator]))
+        return kv
+
+    def _decode(self) -> list[_Sequence]:
+        from transformers import DynamicCache
+
+        rows = self._running
+        out = self.model(
+            input_ids=torch.tensor([[s.all_ids[-1]] for s in rows], dtype=torch.long),
+            attention_mask=self._batch.attention_mask(extra=1),
+            position_ids=self._batch.positions(),
+            past_key_values=DynamicCache(ddp_cache_data=self._batch.layers),
+            use_cache=True,
+        )
+        self._batch.replace(_kv_of(out.past_key_values))
+        tokens, logprobs = sample_tokens(
+            out.logits[:, -1], [s.sampling for s in rows], [s.generator for s in rows]
+        )
+        finished, keep = [], []
+        for i, seq in enumerate(rows):
+            self._append(seq, [tokens[i]], [logprobs[i]])
+            if self._is_done(seq):
+                finished.append(seq)
+                if self.prefix_cache is not None:
+                    self.prefix_cache.insert(seq.all_ids[:-1], self._batch.row(i))
+            else:
+                keep.append(i)
+        if finished:
+            self._keep(keep)
+        return finished
+
+    def _keep(self, indices: list[int]) -> None:
+        self._running = [self._running[i] for i in indices]
+        self._batch.keep(indices)
+
+    def _append(self, seq: _Sequence, tokens: list[int], logprobs: list[float]) -> None:
+        seq.output_ids.extend(tokens)
+        seq.logprobs.extend(logprobs)
+        seq.versions.extend([self.policy_version] * len(tokens))
+        self.generated_tokens += len(tokens)
+
+    @staticmethod
+    def _is_done(seq: _Sequence) -> bool:
+        if seq.output_ids[-1] in seq.stop_ids:
+            seq.finish_reason = FinishReason.STOP
+        elif len(seq.all_ids) >= seq.max_total:
+            seq.finish_reason = FinishReason.LENGTH
+        return seq.finish_reason is not None
+
+    def _load_weights(self, state: Mapping[str, torch.Tensor] | str | Path) -> None:
+        if isinstance(state, (str, Path)):
+            state = _read_safetensors(Path(state))
+        with torch.no_grad():
+            missing, unexpected = self.model.load_state_dict(dict(state), strict=False)
+        # Tied weights (lm_head = embeddings) may legitimately be absent from a state dict.
+        missing = [k for k in missing if "lm_head" not in k]
+        if missing or unexpected:
+            raise ValueError(
+                f"update_weights: state dict does not match the model "
+                f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
+            )
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    if not files:
+        raise FileNotFoundError(f"update_weights: no *.safetensors under {path}")
+    state: dict[str, torch.Tensor] = {}
+    for file in files:
+        state.update(load_file(str(file)))
+    return state
