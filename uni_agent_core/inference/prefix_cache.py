@@ -78,17 +78,19 @@ class PrefixCache:
         """
         self.lookups += 1
         best_id: int | None = None
+        depth = 0
         for key in _block_keys(tokens[:max_length]):
             ids = self._by_block.get(key)
             if not ids:
                 break
             best_id = max(ids, key=self._recency)
+            depth += 1
         if best_id is None:
             return PrefixHit(0, None)
         entry = self._entries[best_id]
         self._entries.move_to_end(best_id)
         limit = min(len(entry.tokens), max_length)
-        length = min(len(entry.block_keys) * BLOCK, limit)
+        length = min(depth * BLOCK, limit)
         if entry.tokens[:length] != tuple(tokens[:length]):  # a hash collision: never reuse
             return PrefixHit(0, None)
         while length < limit and entry.tokens[length] == tokens[length]:

@@ -1,0 +1,47 @@
+"""The eval and tracking sections: checkpoint evaluation and the MLflow record of a run."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from uni_agent_core.config.base import ConfigModel
+
+EvalSuite = Literal["micro_swe", "swe_bench_verified"]
+"""Held-out suites a checkpoint can be scored on."""
+
+
+class EvalConfig(ConfigModel):
+    """Scoring of checkpoints on a held-out suite (avg@k and pass@k)."""
+
+    enabled: bool = True
+    """Evaluate checkpoints during the run."""
+    suite: EvalSuite = "micro_swe"
+    """`micro_swe`: the bundled held-out split (runs anywhere); `swe_bench_verified`: the 500
+    SWE-bench Verified tasks (needs a container sandbox)."""
+    dataset: str | None = None
+    """Rows of the suite: a local file or a cached Hugging Face dataset id; None uses the
+    bundled held-out split (micro_swe) or `princeton-nlp/SWE-bench_Verified` from the cache."""
+    k: int = Field(default=1, ge=1)
+    """Samples per task; avg@k and pass@k are reported."""
+    every_n_checkpoints: int = Field(default=1, ge=1)
+    """Evaluate every n-th checkpoint (the final one always)."""
+    max_tasks: int | None = Field(default=None, ge=1)
+    """Evaluate on at most this many tasks (a fixed, seeded subset); None uses all."""
+
+
+class TrackingConfig(ConfigModel):
+    """Where params, metrics, plots, checkpoints and sample trajectories are logged."""
+
+    type: Literal["mlflow"] = "mlflow"
+    """Tracking backend; MLflow is the only one."""
+    tracking_uri: str = "sqlite:///mlruns.db"
+    """MLflow tracking URI: `sqlite:///mlruns.db` locally, `http://host:5000` for a server."""
+    experiment: str = "agent-rl"
+    """MLflow experiment the run is filed under."""
+    run_name: str | None = None
+    """MLflow run name; None uses the recipe name."""
+    log_trajectories_per_step: int = Field(default=4, ge=0)
+    """Sample trajectories logged as artifacts per step (rendered text + token masks); 0 logs
+    none."""
