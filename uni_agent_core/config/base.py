@@ -9,9 +9,9 @@ report `trainer.batch_size: ...` instead of a bare message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 HostDevice = Literal["cpu", "cuda", "npu", "auto"]
 """Where an in-process component runs; `auto` picks cuda, then npu, then cpu."""
@@ -21,13 +21,37 @@ AcceleratorDevice = Literal["cuda", "npu"]
 
 
 class ConfigModel(BaseModel):
-    """Base of all recipe models: unknown keys are errors and field docstrings are descriptions."""
+    """Base of all recipe models: unknown keys are errors and field docstrings are descriptions.
+
+    A section that is a discriminated union on `type` may omit `type`; it then means the kind of
+    the field's default (so `engine: {max_batch_size: 4}` and `--set engine.max_batch_size=4`
+    tune the default hf engine instead of failing for a missing tag).
+    """
 
     model_config = ConfigDict(
         extra="forbid",
         use_attribute_docstrings=True,
         validate_default=True,
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_union_tags(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        filled: dict[Any, Any] | None = None
+        for name, field in cls.model_fields.items():
+            value = data.get(name)
+            if (
+                field.discriminator == "type"
+                and field.default_factory is not None
+                and isinstance(value, dict)
+                and "type" not in value
+            ):
+                default = field.default_factory()  # type: ignore[call-arg]
+                filled = filled if filled is not None else dict(data)
+                filled[name] = {"type": default.type, **value}
+        return filled if filled is not None else data
 
 
 class Conflict(ValueError):

@@ -37,9 +37,7 @@ class CurriculumConfig(ConfigModel):
         problems: list[tuple[str, str]] = []
         low, high = self.target_band
         if not 0.0 <= low < high <= 1.0:
-            problems.append(
-                ("target_band", f"need 0 <= low < high <= 1, got [{low:g}, {high:g}]")
-            )
+            problems.append(("target_band", f"need 0 <= low < high <= 1, got [{low:g}, {high:g}]"))
         if self.min_attempts > self.window:
             problems.append(
                 (

@@ -101,14 +101,11 @@ def user_key(data: Any, loc: Sequence[int | str], *, keep_last: bool = False) ->
     parts: list[str] = []
     current = data
     for index, element in enumerate(loc):
-        if isinstance(current, dict) and element in current:
-            parts.append(str(element))
-            current = current[element]
-        elif (
-            isinstance(current, list)
-            and isinstance(element, int)
-            and 0 <= element < len(current)
-        ):
+        in_dict = isinstance(current, dict) and element in current
+        in_list = (
+            isinstance(current, list) and isinstance(element, int) and 0 <= element < len(current)
+        )
+        if in_dict or in_list:
             parts.append(str(element))
             current = current[element]
         elif keep_last and index == len(loc) - 1:
@@ -137,9 +134,7 @@ def _message(item: Any, root: type[BaseModel], loc: tuple[Any, ...]) -> str:
             f"expected one of: {', '.join(expected)}"
         )
     if kind == "union_tag_not_found":
-        expected = _expected_tags(root, loc)
-        listing = f": one of {', '.join(expected)}" if expected else ""
-        return f"missing `type:` key; say which kind this is{listing}"
+        return "missing `type:` key; say which kind this is"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"expected a mapping of keys, got {got}"
     if kind == "literal_error":
@@ -181,16 +176,6 @@ def _first_line(text: str) -> str:
     return " ".join(text.split("\n\n")[0].split())
 
 
-def _expected_tags(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    owner = model_at(root, loc[:-1])
-    if owner is None or not loc:
-        return []
-    field = owner.model_fields.get(str(loc[-1]))
-    if field is None:
-        return []
-    return sorted(_union_members(field.annotation))
-
-
 def model_at(root: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
     """The model class found at a pydantic location (tags of unions select the member).
 
@@ -206,10 +191,11 @@ def model_at(root: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | Non
         current = _step(current, element)
         if current is None:
             return None
-    return _as_model(current)
+    return _as_model(_strip_optional(current))
 
 
 def _step(annotation: Any, element: Any) -> Any:
+    annotation = _strip_optional(annotation)
     model = _as_model(annotation)
     if model is not None:
         field = model.model_fields.get(str(element))
@@ -240,6 +226,15 @@ def _union_members(annotation: Any) -> dict[str, type[BaseModel]]:
             for tag in typing.get_args(tag_field.annotation):
                 members[str(tag)] = model
     return members
+
+
+def _strip_optional(annotation: Any) -> Any:
+    """`X | None` -> `X` (pydantic puts no tag in the location for a nullable field)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
 
 
 def _as_model(annotation: Any) -> type[BaseModel] | None:

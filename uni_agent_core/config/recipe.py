@@ -50,23 +50,25 @@ class Recipe(ConfigModel):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     """The model that is trained and served."""
     engine: EngineConfig = Field(default_factory=HFEngineConfig)
-    """Inference engine (`type: hf | openai_server`)."""
+    """Inference engine (`type: hf | openai_server`; hf when `type` is omitted)."""
     router: RouterConfig = Field(default_factory=RouterConfig)
     """Load balancing over engine replicas."""
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     """The OpenAI/Anthropic-compatible front that records trajectories."""
     sandbox: SandboxConfig = Field(default_factory=LocalSandboxConfig)
-    """Where commands and tests run (`type: local | swerex | docker | modal`)."""
+    """Where commands and tests run (`type: local | swerex | docker | modal`; local when
+    omitted)."""
     harness: HarnessConfig = Field(default_factory=ReactHarnessConfig)
-    """The agent program (`type: react | blackbox | mini_swe_agent`)."""
+    """The agent program (`type: react | blackbox | mini_swe_agent`; react when omitted)."""
     tasks: TasksConfig = Field(default_factory=MicroSweTasksConfig)
-    """Training tasks (`type: micro_swe | swe_bench | swe_rebench | r2e_gym`)."""
+    """Training tasks (`type: micro_swe | swe_bench | swe_rebench | r2e_gym`; micro_swe when
+    omitted)."""
     reward: RewardConfig = Field(default_factory=ResolvedRewardConfig)
-    """Episode scoring (`type: resolved | partial_credit`)."""
+    """Episode scoring (`type: resolved | partial_credit`; resolved when omitted)."""
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     """Task selection by recent pass rate."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    """The RL trainer (`backend.type: embedded | verl`)."""
+    """The RL trainer (`backend.type: embedded | verl`; embedded when omitted)."""
     eval: EvalConfig = Field(default_factory=EvalConfig)
     """Checkpoint evaluation."""
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)

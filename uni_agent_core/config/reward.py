@@ -17,6 +17,9 @@ from uni_agent_core.config.base import ConfigModel, raise_conflicts
 class _RewardBase(ConfigModel):
     """Fields shared by every reward."""
 
+    type: str
+    """Reward kind; each subclass narrows it to its own tag."""
+
     test_timeout_s: float = Field(default=900.0, gt=0)
     """Deadline on running the hidden tests; passing it scores the episode 0 and records a
     timeout."""

@@ -17,6 +17,9 @@ from uni_agent_core.config.base import ConfigModel, raise_conflicts
 class _SandboxLimits(ConfigModel):
     """Timeouts shared by every sandbox backend."""
 
+    type: str
+    """Sandbox backend; each subclass narrows it to its own tag."""
+
     startup_timeout_s: float = Field(default=60.0, gt=0)
     """Seconds allowed to create the sandbox and check out the task's repository."""
     exec_timeout_s: float = Field(default=120.0, gt=0)

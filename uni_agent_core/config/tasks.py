@@ -41,6 +41,9 @@ class MicroSweTasksConfig(ConfigModel):
 class _DatasetTasks(ConfigModel):
     """Fields shared by SWE-bench-format datasets."""
 
+    type: str
+    """Dataset kind; each subclass narrows it to its own tag."""
+
     path_or_dataset: str
     """A local parquet/JSONL file or directory, or a Hugging Face dataset id (pre-downloaded
     into the local cache; runs never download at start)."""

@@ -78,7 +78,7 @@ class TrainerConfig(ConfigModel):
     """Newest complete checkpoints kept on disk; None keeps all."""
     resume: Literal["auto", "never"] = "auto"
     """`auto` resumes from the newest complete checkpoint in `checkpoint_dir`; `never` starts
-    fresh (and refuses a non-empty `checkpoint_dir`)."""
+    from the initial policy, ignoring existing checkpoints."""
     seed: int | None = None
     """Seed of task order and sampling; None uses the recipe's `seed`."""
 
@@ -86,10 +86,7 @@ class TrainerConfig(ConfigModel):
     def _check_shape(self) -> TrainerConfig:
         problems: list[tuple[str, str]] = []
         self._resolve_staleness(problems)
-        if (
-            self.algorithm.adv_estimator in GROUP_BASELINE_ESTIMATORS
-            and self.group_size < 2
-        ):
+        if self.algorithm.adv_estimator in GROUP_BASELINE_ESTIMATORS and self.group_size < 2:
             problems.append(
                 (
                     "group_size",

@@ -46,7 +46,7 @@ class KVBatch:
         new_lengths = [row[0][0].shape[2] for row in rows]
         all_lengths = self.lengths + new_lengths
         width = max(all_lengths)
-        template = (self.layers or rows[0])
+        template = self.layers or rows[0]
         merged: KV = []
         for layer, (k0, v0) in enumerate(template):
             shape_k = (len(all_lengths), k0.shape[1], width, k0.shape[3])
@@ -87,7 +87,9 @@ class KVBatch:
         """A contiguous copy of one row's real positions (for the prefix cache)."""
         n = self.lengths[index]
         return [
-            (k[index : index + 1, :, k.shape[2] - n :].clone(),
-             v[index : index + 1, :, v.shape[2] - n :].clone())
+            (
+                k[index : index + 1, :, k.shape[2] - n :].clone(),
+                v[index : index + 1, :, v.shape[2] - n :].clone(),
+            )
             for k, v in self.layers
         ]

@@ -7,7 +7,8 @@ weight update, `max_concurrency`), connection retries, weight-version stamping a
 
 Semantics worth knowing:
 - `pause()` is a client-side gate: generate calls that arrive while paused wait until
-  `resume()`; calls already sent to the server are not interrupted and finish normally.
+  `resume()`; calls already sent to the server are not interrupted and finish normally
+  (`pause(mode="abort")` drops them instead, see `pause`).
 - `update_weights()` (SGLang only) closes the gate, waits until no call is in flight, asks the
   server to load the checkpoint (`POST /update_weights_from_disk`), then stamps every later
   token with the new version. A call's tokens carry the version current when it was sent.
@@ -117,9 +118,7 @@ class OpenAIServerEngine:
             base_url=self.base_url,
             headers=headers,
             timeout=httpx.Timeout(timeout_s),
-            limits=httpx.Limits(
-                max_connections=connections, max_keepalive_connections=connections
-            ),
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
         self._model_lock = asyncio.Lock()
         self._changed = asyncio.Event()
@@ -141,6 +140,13 @@ class OpenAIServerEngine:
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         """Sample a continuation of `request.prompt_ids` on the server.
+
+        Args:
+            request: Prompt token ids and sampling parameters.
+
+        Returns:
+            The sampled token ids verbatim, one logprob and one policy version per token. A
+            call ended by `close()` or `pause(mode="abort")` returns `abort` with no tokens.
 
         Raises:
             EngineServerError: The server answered with an HTTP error (its message included).
@@ -180,7 +186,7 @@ class OpenAIServerEngine:
                 if not call.done():
                     call.cancel()
                 self._inflight.discard(call)
-            if call.cancelled():  # close() cancelled it
+            if call.cancelled():  # close() or pause(mode="abort") cancelled it
                 return self._abort_output(request)
             payload = call.result()
             if self.api == "vllm":
@@ -196,7 +202,7 @@ class OpenAIServerEngine:
             self._notify()
         self._completed += 1
         self._cached_tokens_total += parsed.cached_tokens
-        self._cache_hits += parsed.cached_tokens > 0
+        self._cache_hits += int(parsed.cached_tokens > 0)
         return TokenOutput(
             request_id=request.request_id,
             token_ids=parsed.token_ids,
@@ -256,10 +262,21 @@ class OpenAIServerEngine:
             self._updating = False
             self._notify()
 
-    async def pause(self) -> None:
-        """Hold new generate calls until `resume()`; calls already sent finish normally."""
+    async def pause(self, mode: Literal["keep", "abort"] = "keep") -> None:
+        """Hold new generate calls until `resume()`.
+
+        Args:
+            mode: `keep` lets calls already sent to the server finish normally; `abort` also
+                drops them client-side: they return `abort` with no tokens (a non-streaming
+                answer carries no partial output), and the server stops them when it notices
+                the closed connection.
+        """
+        if mode not in ("keep", "abort"):
+            raise ValueError(f"pause mode must be 'keep' or 'abort', got {mode!r}")
         self._paused = True
         self._notify()
+        if mode == "abort":
+            await self._cancel_inflight()
 
     async def resume(self) -> None:
         """Let held generate calls go to the server (on the current weights)."""
@@ -294,12 +311,16 @@ class OpenAIServerEngine:
             return
         self._closed = True
         self._notify()
+        await self._cancel_inflight()
+        await self._client.aclose()
+
+    async def _cancel_inflight(self) -> None:
         calls = list(self._inflight)
         for call in calls:
             call.cancel()
         if calls:
+            # return_exceptions: collect the calls' own CancelledErrors, not ours.
             await asyncio.gather(*calls, return_exceptions=True)
-        await self._client.aclose()
 
     def _admissible(self) -> bool:
         return not self._paused and not self._updating and self._running < self._max_concurrency

@@ -324,12 +324,12 @@ def _aligned_logprobs(value: Any, token_ids: list[int], where: str) -> list[floa
 def _check_stop_token(matched: Any, token_ids: list[int], where: str) -> None:
     # A stop *token* the server names must be the last output token (contract: it is part of
     # the output). A None (vLLM on EOS) or a string (stop string) cannot be checked here.
-    if isinstance(matched, int) and not isinstance(matched, bool):
-        if not token_ids or token_ids[-1] != matched:
-            raise EngineProtocolError(
-                f"{where}={matched} but the output does not end with it: the server trimmed "
-                "the stop token"
-            )
+    named_token = isinstance(matched, int) and not isinstance(matched, bool)
+    if named_token and (not token_ids or token_ids[-1] != matched):
+        raise EngineProtocolError(
+            f"{where}={matched} but the output does not end with it: the server trimmed "
+            "the stop token"
+        )
 
 
 def _check_prompt(echoed: list[int], request: GenerateRequest) -> None:

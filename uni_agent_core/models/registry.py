@@ -129,9 +129,7 @@ def prepare_policy(name: str, *, force: bool = False) -> Path:
     return source.path
 
 
-def load_policy(
-    name: str, *, dtype: str = "float32", device: str = "cpu"
-) -> tuple[Any, Any]:
+def load_policy(name: str, *, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
     """Load a policy model and its tokenizer, preparing it first if needed.
 
     Args:

@@ -76,7 +76,7 @@ def fake_logprobs(n: int) -> list[float]:
 class FakeState:
     bodies: list[tuple[str, Any]] = field(default_factory=list)
     auth: list[str | None] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
+    events: list[tuple[str, int]] = field(default_factory=list)
     sequences: list[list[int]] = field(default_factory=list)
     model_lookups: int = 0
     inflight: int = 0
@@ -191,14 +191,14 @@ def build_app(state: FakeState) -> FastAPI:
         if any(t >= VOCAB for t in prompt):
             msg = f"The input_ids {max(prompt)} exceeds the vocabulary size {VOCAB}."
             return JSONResponse({"error": {"message": msg}}, status_code=400)
-        state.events.append("generate-start")
+        state.events.append(("generate-start", prompt[-1]))
         state.inflight += 1
         state.max_inflight = max(state.max_inflight, state.inflight)
         try:
             await faults(prompt)
         finally:
             state.inflight -= 1
-            state.events.append("generate-end")
+            state.events.append(("generate-end", prompt[-1]))
         if prompt[0] == F_HTTP_500:
             return JSONResponse({"error": {"message": "boom: scheduler died"}}, status_code=500)
         tokens, finish, matched = fake_sample(
@@ -233,7 +233,7 @@ def build_app(state: FakeState) -> FastAPI:
     @app.post("/update_weights_from_disk")
     async def update_weights(request: Request) -> Any:
         body = await enter("/update_weights_from_disk", request)
-        state.events.append("update")
+        state.events.append(("update", 0))
         path = body["model_path"]
         if not os.path.isdir(path):
             msg = f"Failed to get weights iterator: {path} (repository not found)."
@@ -638,6 +638,27 @@ def test_pause_holds_new_calls_until_resume(fake: FakeServer) -> None:
     assert not stats.paused and stats.waiting_requests == 0 and stats.queued_tokens == 0
 
 
+def test_pause_abort_drops_inflight_calls(fake: FakeServer) -> None:
+    async def main() -> Any:
+        engine = OpenAIServerEngine(fake.url, api="sglang")
+        try:
+            inflight = asyncio.create_task(engine.generate(req([F_DELAY, 100, 1])))
+            await asyncio.sleep(0.1)
+            await engine.pause(mode="abort")
+            aborted = await inflight
+            held = asyncio.create_task(engine.generate(req([5, 6, 7], max_new_tokens=1)))
+            await asyncio.sleep(0.05)
+            assert not held.done()
+            await engine.resume()
+            return aborted, await held
+        finally:
+            await engine.close()
+
+    aborted, after = run(main())
+    assert aborted.finish_reason is FinishReason.ABORT and aborted.token_ids == []
+    assert after.token_ids == [224] and after.finish_reason is FinishReason.LENGTH
+
+
 def test_sglang_update_weights_drains_then_stamps_version(fake: FakeServer, tmp_path) -> None:
     async def main() -> Any:
         engine = OpenAIServerEngine(fake.url, api="sglang")
@@ -651,13 +672,9 @@ def test_sglang_update_weights_drains_then_stamps_version(fake: FakeServer, tmp_
             await engine.close()
 
     slow, after, stats = run(main())
-    assert fake.state.events == [
-        "generate-start",
-        "generate-end",
-        "update",
-        "generate-start",
-        "generate-end",
-    ]
+    # Slow calls of earlier tests may still end on the server; look at this test's only.
+    events = [name for name, tag in fake.state.events if tag in (7, 0)]
+    assert events == ["generate-start", "generate-end", "update", "generate-start", "generate-end"]
     assert ("/update_weights_from_disk", {"model_path": str(tmp_path)}) in fake.state.bodies
     assert slow.policy_version == [0, 0]
     assert after.policy_version == [7, 7, 7]
@@ -696,7 +713,7 @@ def test_vllm_update_weights_is_not_implemented(fake: FakeServer, tmp_path) -> N
 def test_close_aborts_waiting_and_inflight_calls(fake: FakeServer) -> None:
     async def main() -> Any:
         engine = OpenAIServerEngine(fake.url, api="sglang", max_concurrency=1)
-        inflight = asyncio.create_task(engine.generate(req([F_DELAY, 300, 1])))
+        inflight = asyncio.create_task(engine.generate(req([F_DELAY, 100, 1])))
         waiting = asyncio.create_task(engine.generate(req([5, 6, 7])))
         await asyncio.sleep(0.1)
         start = time.monotonic()
@@ -719,7 +736,7 @@ def test_caller_cancellation_propagates_and_releases_the_slot(fake: FakeServer) 
     async def main() -> Any:
         engine = OpenAIServerEngine(fake.url, api="sglang", max_concurrency=1)
         try:
-            task = asyncio.create_task(engine.generate(req([F_DELAY, 300, 1])))
+            task = asyncio.create_task(engine.generate(req([F_DELAY, 100, 1])))
             await asyncio.sleep(0.1)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
