@@ -25,6 +25,7 @@ import time
 import torch
 
 from uni_agent_core.inference import GenerateRequest, HFEngine
+from uni_agent_core.inference.compute_thread import compute_executor
 from uni_agent_core.models import load_policy
 
 CONCURRENT = 16
@@ -41,6 +42,11 @@ def _prompt(tokenizer, text: str) -> list[int]:
 
 
 def _hf_generate(model, prompt: list[int], new_tokens: int) -> int:
+    # Same OS thread as the engine's compute: the comparison is free of OpenMP team contention.
+    return compute_executor().submit(_hf_generate_here, model, prompt, new_tokens).result()
+
+
+def _hf_generate_here(model, prompt: list[int], new_tokens: int) -> int:
     ids = torch.tensor([prompt])
     with torch.inference_mode():
         out = model.generate(

@@ -1,7 +1,7 @@
 """`HFEngine`: an in-process, asynchronous, batching engine over a `transformers` causal LM.
 
-What it does per scheduler step (one call into a single model thread, so the event loop never
-blocks on torch):
+What it does per scheduler step (one call into the process-wide compute thread, see
+`compute_thread.py`, so the event loop never blocks on torch):
 
 1. drop rows whose callers went away (cancelled requests);
 2. admit waiting requests up to `max_batch_size`: each is prefilled alone, reusing the longest
@@ -23,13 +23,14 @@ import asyncio
 import collections
 import logging
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
+from uni_agent_core.inference.compute_thread import compute_executor
 from uni_agent_core.inference.kv_batch import KVBatch
 from uni_agent_core.inference.prefix_cache import KV, PrefixCache
 from uni_agent_core.inference.sampling import SamplingParams, sample_tokens
@@ -59,6 +60,8 @@ class _Sequence:
     generator: torch.Generator | None
     stop_ids: frozenset[int]
     max_total: int
+    tokens: list[int] = field(default_factory=list)
+    """Prompt plus output so far, grown in place (no per-step copies of a long context)."""
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
@@ -66,9 +69,12 @@ class _Sequence:
     cancelled: bool = False
     finish_reason: FinishReason | None = None
 
+    def __post_init__(self) -> None:
+        self.tokens = list(self.request.prompt_ids)
+
     @property
     def all_ids(self) -> list[int]:
-        return self.request.prompt_ids + self.output_ids
+        return self.tokens
 
     def to_output(self) -> TokenOutput:
         assert self.finish_reason is not None
@@ -109,6 +115,8 @@ class HFEngine:
         prefix_cache_tokens: capacity of the prefix cache in tokens (0 disables it).
         max_model_len: context window; defaults to `config.max_position_embeddings`.
         policy_version: version stamped on tokens until the first `update_weights`.
+        executor: where model compute runs; defaults to the process-wide compute thread
+            (see `compute_thread.py` for why there is one).
     """
 
     def __init__(
@@ -121,6 +129,7 @@ class HFEngine:
         prefix_cache_tokens: int = 65536,
         max_model_len: int | None = None,
         policy_version: int = 0,
+        executor: Executor | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
@@ -138,7 +147,7 @@ class HFEngine:
         self._waiting: collections.deque[_Sequence] = collections.deque()
         self._running: list[_Sequence] = []
         self._batch = KVBatch()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-engine")
+        self._executor = executor or compute_executor()
         self._paused = False
         self._closed = False
         self._wake: asyncio.Event | None = None
@@ -265,7 +274,7 @@ class HFEngine:
         )
 
     async def close(self) -> None:
-        """Abort pending requests and stop the scheduler and model thread."""
+        """Abort pending requests and stop the scheduler (the shared compute thread stays)."""
         if self._closed:
             return
         self._closed = True
@@ -273,11 +282,7 @@ class HFEngine:
             await self.pause(mode="abort")
         if self._scheduler is not None:
             self._scheduler.cancel()
-            try:
-                await self._scheduler
-            except asyncio.CancelledError:
-                pass
-        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
+            await asyncio.wait([self._scheduler])  # waits without re-raising its cancellation
 
     # -- scheduler (event-loop side) ----------------------------------------------------------
 
@@ -401,6 +406,7 @@ class HFEngine:
 
     def _append(self, seq: _Sequence, tokens: list[int], logprobs: list[float]) -> None:
         seq.output_ids.extend(tokens)
+        seq.tokens.extend(tokens)
         seq.logprobs.extend(logprobs)
         seq.versions.extend([self.policy_version] * len(tokens))
         self.generated_tokens += len(tokens)

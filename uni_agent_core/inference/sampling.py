@@ -66,14 +66,11 @@ def sample_tokens(
     )
     scaled = logits / temperatures[:, None]
     logprobs_all = torch.log_softmax(scaled, dim=-1)
-    tokens: list[int] = []
+    tokens: list[int] = torch.argmax(scaled, dim=-1).tolist()
     for row, p in enumerate(params):
-        if p.greedy:
-            tokens.append(int(torch.argmax(scaled[row]).item()))
-            continue
-        probs = _filtered_probs(scaled[row], p.top_p, p.top_k)
-        token = torch.multinomial(probs, 1, generator=generators[row])
-        tokens.append(int(token.item()))
+        if not p.greedy:
+            probs = _filtered_probs(scaled[row], p.top_p, p.top_k)
+            tokens[row] = int(torch.multinomial(probs, 1, generator=generators[row]).item())
     index = torch.tensor(tokens, dtype=torch.long)[:, None]
     picked = torch.gather(logprobs_all, 1, index)[:, 0]
     return tokens, picked.tolist()
