@@ -13,7 +13,7 @@ from collections.abc import Sequence
 def _cmd_recipe_validate(args: argparse.Namespace) -> int:
     from uni_agent_core.config.loading import validate_paths
 
-    return validate_paths(args.paths, out=sys.stdout, err=sys.stderr)
+    return validate_paths(args.paths, out=sys.stdout, err=sys.stderr, overrides=args.set)
 
 
 def _cmd_models_prepare(args: argparse.Namespace) -> int:
@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", help="validate recipe files; exits non-zero and names every bad key"
     )
     validate.add_argument("paths", nargs="+", help="recipe YAML files")
+    validate.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a dotted key before validating (repeatable), e.g. trainer.lr=3e-6",
+    )
     validate.set_defaults(func=_cmd_recipe_validate)
 
     models = sub.add_parser("models", help="policy models (offline)")

@@ -164,12 +164,15 @@ def apply_overrides(
     return result
 
 
-def validate_paths(paths: Iterable[str | Path], out: TextIO, err: TextIO) -> int:
+def validate_paths(
+    paths: Iterable[str | Path], out: TextIO, err: TextIO, overrides: Sequence[str] = ()
+) -> int:
     """Validate recipe files, printing `OK <path>` or one line per problem.
 
     Args:
         paths: recipe files.
         out: receives `OK <path>` for every valid file.
+        overrides: `key.sub=value` overrides applied to every file before validation.
         err: receives `<path>: <dotted.key>: <message>` for every problem.
 
     Returns:
@@ -178,7 +181,7 @@ def validate_paths(paths: Iterable[str | Path], out: TextIO, err: TextIO) -> int
     status = 0
     for path in paths:
         try:
-            load_recipe(path)
+            load_recipe(path, overrides)
         except RecipeError as error:
             status = 1
             for problem in error.problems:

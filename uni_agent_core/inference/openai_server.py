@@ -79,7 +79,8 @@ class OpenAIServerEngine:
         *,
         api: ServerApi = "vllm",
         model: str | None = None,
-        timeout_s: float = 600.0,
+        timeout_s: float | None = 600.0,
+        connect_timeout_s: float = 10.0,
         api_key: str | None = None,
         max_concurrency: int = 256,
         max_retries: int = 3,
@@ -91,7 +92,9 @@ class OpenAIServerEngine:
             api: Which server speaks at `base_url`: `vllm` or `sglang`.
             model: vLLM's served model name; when None it is read once from `GET /v1/models`.
                 Ignored for SGLang.
-            timeout_s: HTTP timeout of every call (connect, write, each read, pool wait).
+            timeout_s: HTTP timeout of every read, write and pool wait; None waits as long as
+                generation takes (time limits belong on turns and sandboxes).
+            connect_timeout_s: Seconds allowed to open a connection.
             api_key: Sent as `Authorization: Bearer <key>` when set.
             max_concurrency: Most generate calls in flight at once; more wait in line.
             max_retries: Connection retries of a call before `EngineUnavailableError`.
@@ -100,8 +103,10 @@ class OpenAIServerEngine:
             raise ValueError(f"api must be 'vllm' or 'sglang', got {api!r}")
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive or None, got {timeout_s}")
+        if not connect_timeout_s > 0:
+            raise ValueError(f"connect_timeout_s must be positive, got {connect_timeout_s}")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
         if max_retries < 0:
@@ -117,7 +122,7 @@ class OpenAIServerEngine:
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers=headers,
-            timeout=httpx.Timeout(timeout_s),
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
             limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
         self._model_lock = asyncio.Lock()

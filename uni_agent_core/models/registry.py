@@ -129,13 +129,20 @@ def prepare_policy(name: str, *, force: bool = False) -> Path:
     return source.path
 
 
-def load_policy(name: str, *, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
+def load_policy(
+    name: str,
+    *,
+    dtype: str = "float32",
+    device: str = "cpu",
+    chat_template: str | Path | None = None,
+) -> tuple[Any, Any]:
     """Load a policy model and its tokenizer, preparing it first if needed.
 
     Args:
         name: policy name (`tiny`, `smollm2-135m`, `hf:<dir>`).
         dtype: `float32`, `bfloat16` or `float16`.
         device: torch device string.
+        chat_template: a Jinja template file replacing the tokenizer's own template.
 
     Returns:
         `(model, tokenizer)`; the model is in eval mode on `device`.
@@ -147,6 +154,8 @@ def load_policy(name: str, *, dtype: str = "float32", device: str = "cpu") -> tu
     torch_dtype = getattr(torch, dtype)
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device).eval()
+    if chat_template is not None:
+        tokenizer.chat_template = Path(chat_template).read_text()
     if tokenizer.chat_template is None:
         raise PolicyUnavailableError(
             f"{name}: the tokenizer has no chat template; the gateway needs one to train tool use"

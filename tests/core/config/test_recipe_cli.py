@@ -47,3 +47,13 @@ def test_cli_names_every_bad_key_and_exits_non_zero(tmp_path: Path) -> None:
         "expected one of: sync, colocated_async, separate_async"
     )
     assert lines[2] == f"{tmp_path / 'missing.yaml'}: file not found"
+
+
+def test_cli_applies_set_overrides_before_validating() -> None:
+    recipe = REPO_ROOT / "recipes" / "tiny-cpu.yaml"
+    ok = run_validate(recipe, "--set", "trainer.lr=3e-6")
+    assert ok.returncode == 0, ok.stderr
+    bad = run_validate(recipe, "--set", "engine.max_batchsize=3")
+    assert bad.returncode == 1
+    assert "engine.max_batchsize: unknown key" in bad.stderr
+    assert "max_batch_size" in bad.stderr and "--set engine.max_batchsize=3" in bad.stderr

@@ -1,0 +1,1 @@
+"""blocks: Prefect blocks (thin; wired in by the Prefect/MLflow issue)."""

@@ -1,0 +1,1 @@
+"""flows: Prefect flows (thin; wired in by the Prefect/MLflow issue)."""

@@ -1,0 +1,1 @@
+"""tasks: Prefect tasks (thin; wired in by the Prefect/MLflow issue)."""
