@@ -1,11 +1,13 @@
 """Inference engines: the `Engine` contract, the in-process `HFEngine`, server-backed engines."""
 
-from uni_agent_core.inference.hf_engine import EngineClosedError, EngineStepError, HFEngine
+from uni_agent_core.inference.hf_engine import EngineStepError, HFEngine
 from uni_agent_core.inference.types import (
     Engine,
+    EngineClosedError,
     EngineStats,
     FinishReason,
     GenerateRequest,
+    PauseMode,
     TokenOutput,
 )
 
@@ -17,6 +19,7 @@ __all__ = [
     "FinishReason",
     "GenerateRequest",
     "HFEngine",
+    "PauseMode",
     "TokenOutput",
 ]
 

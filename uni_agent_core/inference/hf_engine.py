@@ -24,9 +24,8 @@ import collections
 import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -34,59 +33,22 @@ from uni_agent_core.inference.compute_thread import compute_executor
 from uni_agent_core.inference.kv_batch import KVBatch
 from uni_agent_core.inference.prefix_cache import KV, PrefixCache
 from uni_agent_core.inference.sampling import SamplingParams, sample_tokens
+from uni_agent_core.inference.sequence import GenerationSequence
 from uni_agent_core.inference.types import (
+    EngineClosedError,
     EngineStats,
     FinishReason,
     GenerateRequest,
+    PauseMode,
     TokenOutput,
 )
+from uni_agent_core.inference.weights import load_weights
 
 logger = logging.getLogger(__name__)
 
 
-class EngineClosedError(RuntimeError):
-    """The engine was closed; it accepts no more requests."""
-
-
 class EngineStepError(RuntimeError):
     """The model failed during a step; every request in that step fails with this error."""
-
-
-@dataclass(eq=False)
-class _Sequence:
-    request: GenerateRequest
-    future: asyncio.Future[TokenOutput]
-    sampling: SamplingParams
-    generator: torch.Generator | None
-    stop_ids: frozenset[int]
-    max_total: int
-    tokens: list[int] = field(default_factory=list)
-    """Prompt plus output so far, grown in place (no per-step copies of a long context)."""
-    output_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    cached_prefix_tokens: int = 0
-    cancelled: bool = False
-    finish_reason: FinishReason | None = None
-
-    def __post_init__(self) -> None:
-        self.tokens = list(self.request.prompt_ids)
-
-    @property
-    def all_ids(self) -> list[int]:
-        return self.tokens
-
-    def to_output(self) -> TokenOutput:
-        assert self.finish_reason is not None
-        return TokenOutput(
-            request_id=self.request.request_id,
-            token_ids=list(self.output_ids),
-            logprobs=list(self.logprobs),
-            finish_reason=self.finish_reason,
-            policy_version=list(self.versions),
-            cached_prefix_tokens=self.cached_prefix_tokens,
-            prompt_tokens=len(self.request.prompt_ids),
-        )
 
 
 def _eos_ids_of(model: Any) -> frozenset[int]:
@@ -144,8 +106,8 @@ class HFEngine:
         )
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
         self.policy_version = policy_version
-        self._waiting: collections.deque[_Sequence] = collections.deque()
-        self._running: list[_Sequence] = []
+        self._waiting: collections.deque[GenerationSequence] = collections.deque()
+        self._running: list[GenerationSequence] = []
         self._batch = KVBatch()
         self._executor = executor or compute_executor()
         self._paused = False
@@ -185,7 +147,7 @@ class HFEngine:
         stop_ids = frozenset(request.stop_token_ids)
         if not request.ignore_eos:
             stop_ids |= self.eos_token_ids
-        seq = _Sequence(
+        seq = GenerationSequence(
             request=request,
             future=asyncio.get_running_loop().create_future(),
             sampling=SamplingParams(request.temperature, request.top_p, request.top_k),
@@ -204,7 +166,7 @@ class HFEngine:
                 self._waiting.remove(seq)
             raise
 
-    async def pause(self, mode: Literal["keep", "abort"] = "keep") -> None:
+    async def pause(self, mode: PauseMode = "keep") -> None:
         """Stop at the next step boundary.
 
         Args:
@@ -244,7 +206,7 @@ class HFEngine:
         was_paused = self._paused
         await self.pause()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._load_weights, state)
+        await loop.run_in_executor(self._executor, load_weights, self.model, state)
         self.policy_version = version
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
@@ -302,7 +264,7 @@ class HFEngine:
             if self._paused or not (self._waiting or self._running):
                 self._wake.clear()
                 continue
-            admitted: list[_Sequence] = []
+            admitted: list[GenerationSequence] = []
             while self._waiting and len(self._running) + len(admitted) < self.max_batch_size:
                 admitted.append(self._waiting.popleft())
             self._idle.clear()
@@ -322,15 +284,15 @@ class HFEngine:
                 self._resolve(seq)
 
     @staticmethod
-    def _resolve(seq: _Sequence) -> None:
+    def _resolve(seq: GenerationSequence) -> None:
         if not seq.future.done():
             seq.future.set_result(seq.to_output())
 
     # -- model thread ---------------------------------------------------------------------
 
-    def _step(self, admitted: list[_Sequence]) -> list[_Sequence]:
+    def _step(self, admitted: list[GenerationSequence]) -> list[GenerationSequence]:
         with torch.inference_mode():
-            finished: list[_Sequence] = []
+            finished: list[GenerationSequence] = []
             if any(s.cancelled for s in self._running):
                 self._keep([i for i, s in enumerate(self._running) if not s.cancelled])
             new_rows: list[KV] = []
@@ -349,7 +311,7 @@ class HFEngine:
             self.steps += 1
             return finished
 
-    def _prefill(self, seq: _Sequence) -> KV:
+    def _prefill(self, seq: GenerationSequence) -> KV:
         from transformers import DynamicCache
 
         ids = seq.all_ids
@@ -372,7 +334,7 @@ class HFEngine:
         self._append(seq, *sample_tokens(out.logits[:, -1], [seq.sampling], [seq.generator]))
         return kv
 
-    def _decode(self) -> list[_Sequence]:
+    def _decode(self) -> list[GenerationSequence]:
         from transformers import DynamicCache
 
         rows = self._running
@@ -404,7 +366,7 @@ class HFEngine:
         self._running = [self._running[i] for i in indices]
         self._batch.keep(indices)
 
-    def _append(self, seq: _Sequence, tokens: list[int], logprobs: list[float]) -> None:
+    def _append(self, seq: GenerationSequence, tokens: list[int], logprobs: list[float]) -> None:
         seq.output_ids.extend(tokens)
         seq.tokens.extend(tokens)
         seq.logprobs.extend(logprobs)
@@ -412,34 +374,9 @@ class HFEngine:
         self.generated_tokens += len(tokens)
 
     @staticmethod
-    def _is_done(seq: _Sequence) -> bool:
+    def _is_done(seq: GenerationSequence) -> bool:
         if seq.output_ids[-1] in seq.stop_ids:
             seq.finish_reason = FinishReason.STOP
         elif len(seq.all_ids) >= seq.max_total:
             seq.finish_reason = FinishReason.LENGTH
         return seq.finish_reason is not None
-
-    def _load_weights(self, state: Mapping[str, torch.Tensor] | str | Path) -> None:
-        if isinstance(state, (str, Path)):
-            state = _read_safetensors(Path(state))
-        with torch.no_grad():
-            missing, unexpected = self.model.load_state_dict(dict(state), strict=False)
-        # Tied weights (lm_head = embeddings) may legitimately be absent from a state dict.
-        missing = [k for k in missing if "lm_head" not in k]
-        if missing or unexpected:
-            raise ValueError(
-                f"update_weights: state dict does not match the model "
-                f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
-            )
-
-
-def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
-    if not files:
-        raise FileNotFoundError(f"update_weights: no *.safetensors under {path}")
-    state: dict[str, torch.Tensor] = {}
-    for file in files:
-        state.update(load_file(str(file)))
-    return state

@@ -40,9 +40,11 @@ from uni_agent_core.inference.server_wire import (
     vllm_completion_body,
 )
 from uni_agent_core.inference.types import (
+    EngineClosedError,
     EngineStats,
     FinishReason,
     GenerateRequest,
+    PauseMode,
     TokenOutput,
 )
 
@@ -158,7 +160,7 @@ class OpenAIServerEngine:
             EngineProtocolError: The answer lacks token ids or aligned logprobs.
             EngineUnavailableError: No connection after `max_retries` retries.
             EngineTimeoutError: No answer within `timeout_s`.
-            RuntimeError: The engine was closed before the call.
+            EngineClosedError: The engine was closed before the call.
         """
         self._require_open()
         model = await self._model_name() if self.api == "vllm" else ""
@@ -267,7 +269,7 @@ class OpenAIServerEngine:
             self._updating = False
             self._notify()
 
-    async def pause(self, mode: Literal["keep", "abort"] = "keep") -> None:
+    async def pause(self, mode: PauseMode = "keep") -> None:
         """Hold new generate calls until `resume()`.
 
         Args:
@@ -341,7 +343,7 @@ class OpenAIServerEngine:
 
     def _require_open(self) -> None:
         if self._closed:
-            raise RuntimeError("OpenAIServerEngine is closed; create a new engine")
+            raise EngineClosedError("OpenAIServerEngine is closed; create a new engine")
 
     def _abort_output(self, request: GenerateRequest) -> TokenOutput:
         self._aborted += 1

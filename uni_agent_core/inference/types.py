@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PauseMode = Literal["keep", "abort"]
+"""`keep`: in-flight requests wait and continue after `resume()`; `abort`: they end now with
+finish reason `abort` (and whatever tokens the engine can return)."""
+
+
+class EngineClosedError(RuntimeError):
+    """The engine was closed; it accepts no more requests."""
 
 
 class FinishReason(StrEnum):
@@ -120,8 +128,8 @@ class Engine(Protocol):
         """Load new policy weights; tokens sampled afterwards carry `version`."""
         ...
 
-    async def pause(self) -> None:
-        """Stop sampling at the next step boundary; in-flight requests keep their prefix."""
+    async def pause(self, mode: PauseMode = "keep") -> None:
+        """Stop admitting and sampling; see `PauseMode` for what happens to in-flight work."""
         ...
 
     async def resume(self) -> None:
