@@ -24,9 +24,10 @@ def teacher_forced_logprobs(
     """
     if not output_ids:
         return []
-    ids = torch.tensor([prompt_ids + output_ids])
+    device = next(model.parameters()).device
+    ids = torch.tensor([prompt_ids + output_ids], device=device)
     with torch.inference_mode():
-        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
+        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float().cpu()
     logprobs = torch.log_softmax(logits / temperature, dim=-1)
     picked = torch.gather(logprobs, 1, torch.tensor(output_ids)[:, None])[:, 0]
     return picked.tolist()

@@ -96,6 +96,7 @@ class HFEngine:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         self.model = model.eval()
+        self.device = next(model.parameters()).device
         self.tokenizer = tokenizer
         self.eos_token_ids = (
             frozenset(eos_token_ids) if eos_token_ids is not None else _eos_ids_of(model)
@@ -323,7 +324,7 @@ class HFEngine:
             seq.cached_prefix_tokens = hit_len
         cache = DynamicCache(ddp_cache_data=hit_kv) if hit_kv else DynamicCache()
         out = self.model(
-            input_ids=torch.tensor([ids[hit_len:]], dtype=torch.long),
+            input_ids=torch.tensor([ids[hit_len:]], dtype=torch.long, device=self.device),
             past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
@@ -339,9 +340,11 @@ class HFEngine:
 
         rows = self._running
         out = self.model(
-            input_ids=torch.tensor([[s.all_ids[-1]] for s in rows], dtype=torch.long),
-            attention_mask=self._batch.attention_mask(extra=1),
-            position_ids=self._batch.positions(),
+            input_ids=torch.tensor(
+                [[s.all_ids[-1]] for s in rows], dtype=torch.long, device=self.device
+            ),
+            attention_mask=self._batch.attention_mask(extra=1).to(self.device),
+            position_ids=self._batch.positions().to(self.device),
             past_key_values=DynamicCache(ddp_cache_data=self._batch.layers),
             use_cache=True,
         )

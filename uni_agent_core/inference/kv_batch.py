@@ -71,7 +71,7 @@ class KVBatch:
             self.layers, self.lengths = [], []
             return
         self.lengths = [self.lengths[i] for i in indices]
-        index = torch.tensor(indices, dtype=torch.long)
+        index = torch.tensor(indices, dtype=torch.long, device=self.layers[0][0].device)
         trim = self.width - max(self.lengths)
         self.layers = [
             (k.index_select(0, index)[:, :, trim:], v.index_select(0, index)[:, :, trim:])

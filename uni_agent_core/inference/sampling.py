@@ -60,7 +60,9 @@ def sample_tokens(
     Returns:
         `(token_ids, logprobs)`, one of each per row.
     """
-    logits = logits.float()
+    # Sampling runs on the CPU whatever the model's device: seeded CPU generators then give the
+    # same draws on every machine, and `[B, V]` logits are small next to a forward pass.
+    logits = logits.float().cpu()
     temperatures = torch.tensor(
         [p.temperature if not p.greedy else 1.0 for p in params], dtype=torch.float32
     )
