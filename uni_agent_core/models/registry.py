@@ -172,14 +172,3 @@ def describe_policies() -> list[str]:
         lines.append(f"{name:14s} {state:40s} {source.path}")
     lines.append(f"{'hf:<dir>':14s} {'any local HF checkpoint directory':40s}")
     return lines
-
-
-__all__ = [
-    "PolicySource",
-    "PolicyUnavailableError",
-    "cache_root",
-    "describe_policies",
-    "load_policy",
-    "prepare_policy",
-    "resolve_policy",
-]

@@ -28,6 +28,12 @@ def _run(coro):
     return asyncio.run(coro)
 
 
+async def _until_generated(engine: HFEngine, tokens: int) -> None:
+    """Wait until the engine has sampled at least `tokens` tokens in total."""
+    while engine.generated_tokens < tokens:
+        await asyncio.sleep(0.001)
+
+
 @pytest.mark.parametrize("policy", ["tiny_policy", "smollm2_policy"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0, 0.7])
 def test_logprobs_equal_teacher_forced_pass(policy, temperature, request) -> None:
@@ -227,8 +233,7 @@ def test_weight_update_mid_generation_resumes_on_new_weights() -> None:
                 GenerateRequest(prompt_ids=prompt, max_new_tokens=40, temperature=1.0, seed=5)
             )
         )
-        while engine.generated_tokens < 10:
-            await asyncio.sleep(0.001)
+        await _until_generated(engine, 10)
         await engine.update_weights(new_state, version=1)
         out = await task
         stats = engine.stats()
@@ -269,8 +274,7 @@ def test_pause_abort_returns_partial_outputs_and_keep_resumes(tiny_policy) -> No
         kept = asyncio.create_task(
             engine.generate(GenerateRequest(prompt_ids=prompt, max_new_tokens=30, seed=1))
         )
-        while engine.generated_tokens < 5:
-            await asyncio.sleep(0.001)
+        await _until_generated(engine, 5)
         await engine.pause()
         held_at = engine.generated_tokens
         await asyncio.sleep(0.05)
@@ -280,8 +284,7 @@ def test_pause_abort_returns_partial_outputs_and_keep_resumes(tiny_policy) -> No
         aborted = asyncio.create_task(
             engine.generate(GenerateRequest(prompt_ids=prompt, max_new_tokens=30, seed=2))
         )
-        while engine.generated_tokens < held_at + 30 + 3:
-            await asyncio.sleep(0.001)
+        await _until_generated(engine, held_at + 30 + 3)
         await engine.pause(mode="abort")
         aborted_out = await aborted
         await engine.resume()
@@ -307,8 +310,7 @@ def test_cancelled_request_leaves_the_engine_serving(tiny_policy) -> None:
         survivor = asyncio.create_task(
             engine.generate(GenerateRequest(prompt_ids=prompt, max_new_tokens=20))
         )
-        while engine.generated_tokens < 6:
-            await asyncio.sleep(0.001)
+        await _until_generated(engine, 6)
         doomed.cancel()
         out = await survivor
         with pytest.raises(asyncio.CancelledError):
@@ -370,8 +372,7 @@ def test_close_aborts_pending_requests(tiny_policy) -> None:
             )
             for _ in range(3)
         ]
-        while engine.generated_tokens < 3:
-            await asyncio.sleep(0.001)
+        await _until_generated(engine, 3)
         await engine.close()
         return await asyncio.gather(*tasks)
 

@@ -111,8 +111,14 @@ def build_app(state: FakeState) -> FastAPI:
         return body
 
     async def faults(prompt: list[int]) -> None:
-        if prompt and prompt[0] == F_DELAY:
-            await asyncio.sleep(prompt[1] / 100)
+        """Count the call as in flight while applying the fault its first token selects."""
+        state.inflight += 1
+        state.max_inflight = max(state.max_inflight, state.inflight)
+        try:
+            if prompt and prompt[0] == F_DELAY:
+                await asyncio.sleep(prompt[1] / 100)
+        finally:
+            state.inflight -= 1
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -127,12 +133,7 @@ def build_app(state: FakeState) -> FastAPI:
         prompt = body["prompt"]
         if any(t >= VOCAB for t in prompt):
             return _vllm_error(400, f"Token id {max(prompt)} is out of vocabulary", "BadRequest")
-        state.inflight += 1
-        state.max_inflight = max(state.max_inflight, state.inflight)
-        try:
-            await faults(prompt)
-        finally:
-            state.inflight -= 1
+        await faults(prompt)
         if prompt[0] == F_HTTP_500:
             return _vllm_error(500, "boom: EngineCore died", "InternalServerError")
         tokens, finish, matched = fake_sample(
@@ -192,12 +193,9 @@ def build_app(state: FakeState) -> FastAPI:
             msg = f"The input_ids {max(prompt)} exceeds the vocabulary size {VOCAB}."
             return JSONResponse({"error": {"message": msg}}, status_code=400)
         state.events.append(("generate-start", prompt[-1]))
-        state.inflight += 1
-        state.max_inflight = max(state.max_inflight, state.inflight)
         try:
             await faults(prompt)
         finally:
-            state.inflight -= 1
             state.events.append(("generate-end", prompt[-1]))
         if prompt[0] == F_HTTP_500:
             return JSONResponse({"error": {"message": "boom: scheduler died"}}, status_code=500)
