@@ -1,0 +1,1 @@
+"""The Gateway: string in, token out — sessions, chains, wire adapters, HTTP server."""

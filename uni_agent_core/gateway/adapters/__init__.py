@@ -1,0 +1,1 @@
+"""Wire adapters: OpenAI Chat Completions and Anthropic Messages to and from `ChatRequest`."""

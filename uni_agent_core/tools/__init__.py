@@ -1,0 +1,1 @@
+"""Agent tools (shell, editor, submit, finish) and tool-call parsers."""
