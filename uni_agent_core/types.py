@@ -39,6 +39,9 @@ class EngineCall(BaseModel):
     output_logprobs: list[float]
     policy_version: list[int]
     finish_reason: str
+    superseded: bool = False
+    """The output was later dropped from its chain by a rollback (the client rewrote that
+    assistant turn), so it is not a trainable span any more."""
 
 
 class Trajectory(BaseModel):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,27 @@ class HFEngine:
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         """Sample a continuation of `request.prompt_ids` (see `GenerateRequest`)."""
+        return await self._submit(request, listener=None)
+
+    async def generate_stream(
+        self, request: GenerateRequest
+    ) -> AsyncIterator[list[int] | TokenOutput]:
+        """Like `generate`, but yields each step's new token ids as they are sampled, then the
+        final `TokenOutput` (whose `token_ids` are the concatenation of the yielded lists)."""
+        listener: asyncio.Queue[list[int] | None] = asyncio.Queue()
+        task = asyncio.ensure_future(self._submit(request, listener=listener))
+        try:
+            while (chunk := await listener.get()) is not None:
+                yield chunk
+            yield await task
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait([task])
+
+    async def _submit(
+        self, request: GenerateRequest, listener: asyncio.Queue[list[int] | None] | None
+    ) -> TokenOutput:
         self._ensure_started()
         if self._closed:
             raise EngineClosedError("HFEngine is closed")
@@ -155,6 +176,7 @@ class HFEngine:
             generator=generator,
             stop_ids=stop_ids,
             max_total=min(self.max_model_len, prompt_len + request.max_new_tokens),
+            listener=listener,
         )
         self._waiting.append(seq)
         assert self._wake is not None
@@ -278,9 +300,12 @@ class HFEngine:
                 for seq in failed:
                     if not seq.future.done():
                         seq.future.set_exception(EngineStepError(f"model step failed: {exc}"))
+                    seq.notify(final=True)
                 finished = []
             finally:
                 self._idle.set()
+            for seq in self._running:
+                seq.notify()
             for seq in finished:
                 self._resolve(seq)
 
@@ -288,6 +313,7 @@ class HFEngine:
     def _resolve(seq: GenerationSequence) -> None:
         if not seq.future.done():
             seq.future.set_result(seq.to_output())
+        seq.notify(final=True)
 
     # -- model thread ---------------------------------------------------------------------
 

@@ -29,6 +29,11 @@ class GenerationSequence:
     cached_prefix_tokens: int = 0
     cancelled: bool = False
     finish_reason: FinishReason | None = None
+    listener: asyncio.Queue[list[int] | None] | None = None
+    """Receives newly sampled tokens after every step, then None when the request ends
+    (streaming callers only)."""
+    streamed: int = 0
+    """Output tokens already handed to the listener."""
 
     def __post_init__(self) -> None:
         self.tokens = list(self.request.prompt_ids)
@@ -36,6 +41,16 @@ class GenerationSequence:
     @property
     def all_ids(self) -> list[int]:
         return self.tokens
+
+    def notify(self, final: bool = False) -> None:
+        """Hand tokens sampled since the last call to the listener (event-loop thread only)."""
+        if self.listener is None:
+            return
+        if len(self.output_ids) > self.streamed:
+            self.listener.put_nowait(self.output_ids[self.streamed :])
+            self.streamed = len(self.output_ids)
+        if final:
+            self.listener.put_nowait(None)
 
     def to_output(self) -> TokenOutput:
         assert self.finish_reason is not None

@@ -378,3 +378,26 @@ def test_close_aborts_pending_requests(tiny_policy) -> None:
 
     outs = _run(go())
     assert all(o.finish_reason == FinishReason.ABORT for o in outs)
+
+
+def test_streaming_yields_tokens_as_they_are_sampled(tiny_policy) -> None:
+    model, tokenizer = tiny_policy
+    prompt = _chat_prompt(tokenizer, "stream")
+
+    async def go():
+        engine = HFEngine(model, tokenizer)
+        chunks, final = [], None
+        async for item in engine.generate_stream(
+            GenerateRequest(prompt_ids=prompt, max_new_tokens=12, seed=4)
+        ):
+            if isinstance(item, list):
+                chunks.append(item)
+            else:
+                final = item
+        plain = await engine.generate(GenerateRequest(prompt_ids=prompt, max_new_tokens=12, seed=4))
+        await engine.close()
+        return chunks, final, plain
+
+    chunks, final, plain = _run(go())
+    assert len(chunks) >= 6  # one chunk per scheduler step, not one at the end
+    assert [t for chunk in chunks for t in chunk] == final.token_ids == plain.token_ids

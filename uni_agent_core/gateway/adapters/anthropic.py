@@ -1,0 +1,595 @@
+"""The Anthropic Messages wire adapter: payload -> `ChatRequest`, `ChatChoice` -> wire.
+
+Pure functions, no server or session state. The lowering produces exactly the OpenAI-shaped
+messages the OpenAI adapter produces for the same conversation, so both protocols yield the same
+tokens: top-level `system` becomes the first system message; in a user turn consecutive `text`
+blocks become one user message and each `tool_result` its own `tool` message, in block order;
+an assistant turn becomes one message with its text, `tool_use` blocks as tool calls and
+`thinking` blocks as `reasoning_content`. Texts of several blocks are joined with newlines.
+
+Top-level keys are checked against an allowlist; `metadata` and `thinking` are accepted and
+ignored (the gateway never emits thinking blocks: any reasoning the model writes stays inside the
+text block), and forcing tool use (`tool_choice` `any`/`tool`), images, documents and server
+tools are a 400 naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from typing import Any, Literal
+
+from uni_agent_core.gateway.adapters.errors import (
+    WireError,
+    check_top_p,
+    decode_arguments,
+    optional_bool,
+    optional_int,
+    optional_number,
+    optional_str,
+    reject_unknown_keys,
+    require_list,
+    require_object,
+    require_str,
+    type_name,
+)
+from uni_agent_core.gateway.request import (
+    ChatChoice,
+    ChatRequest,
+    Message,
+    SamplingOverrides,
+    StreamDelta,
+    ToolCall,
+)
+
+logger = logging.getLogger(__name__)
+
+_ALLOWED_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "tools",
+        "tool_choice",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "stream",
+        "metadata",
+        "thinking",
+    }
+)
+_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema", "cache_control"})
+_UNSUPPORTED_MEDIA = {"image": "images", "document": "documents"}
+
+STOP_REASONS: dict[str, str] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+}
+"""Our finish reasons as Anthropic stop reasons."""
+
+AnthropicErrorType = Literal[
+    "invalid_request_error",
+    "authentication_error",
+    "permission_error",
+    "not_found_error",
+    "request_too_large",
+    "rate_limit_error",
+    "api_error",
+    "overloaded_error",
+]
+_ERROR_TYPES: dict[int, AnthropicErrorType] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def parse_anthropic_request(payload: Any) -> ChatRequest:
+    """Lower a Messages API request body to a `ChatRequest`.
+
+    Args:
+        payload: The decoded JSON body.
+
+    Returns:
+        The provider-neutral request (`n` is always 1: the Messages API has no `n`).
+
+    Raises:
+        WireError: (400) for a key outside the allowlist, a missing `max_tokens`, a malformed
+            field, images or documents, server tools, or forced tool use; the message names the
+            field.
+    """
+    body = require_object(payload, "request body")
+    reject_unknown_keys(body, _ALLOWED_KEYS, "")
+    optional_str(body.get("model"), "model")
+    if body.get("metadata") is not None:
+        require_object(body["metadata"], "metadata")
+    if body.get("thinking") is not None:
+        require_object(body["thinking"], "thinking")
+    if body.get("max_tokens") is None:
+        raise WireError(
+            "max_tokens is required by the Messages API; set it to the most tokens to sample",
+            param="max_tokens",
+        )
+
+    messages = _parse_system(body.get("system"))
+    raw_messages = require_list(body.get("messages"), "messages")
+    if not raw_messages:
+        raise WireError("messages must contain at least one message", param="messages")
+    for i, raw in enumerate(raw_messages):
+        messages.extend(_parse_message(raw, i))
+
+    tools = _parse_tools(body.get("tools"))
+    if _parse_tool_choice(body.get("tool_choice")) == "none":
+        tools = None
+
+    return ChatRequest(
+        messages=messages,
+        tools=tools,
+        sampling=SamplingOverrides(
+            temperature=optional_number(body.get("temperature"), "temperature", minimum=0.0),
+            top_p=check_top_p(body.get("top_p"), "top_p"),
+            top_k=optional_int(body.get("top_k"), "top_k", minimum=1),
+            max_tokens=optional_int(body.get("max_tokens"), "max_tokens", minimum=1),
+            stop=_parse_stop_sequences(body.get("stop_sequences")),
+        ),
+        stream=optional_bool(body.get("stream"), "stream") or False,
+    )
+
+
+def _parse_system(value: Any) -> list[Message]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [Message(role="system", content=value)]
+    return [Message(role="system", content=_join_text_blocks(value, "system"))]
+
+
+def _join_text_blocks(value: Any, path: str) -> str:
+    """Join a list of `text` blocks (as in `system` or a `tool_result`) with newlines."""
+    texts: list[str] = []
+    for k, raw_block in enumerate(require_list(value, path)):
+        block_path = f"{path}[{k}]"
+        block = require_object(raw_block, block_path)
+        block_type = block.get("type")
+        if block_type == "text":
+            texts.append(require_str(block.get("text"), f"{block_path}.text"))
+        elif block_type in _UNSUPPORTED_MEDIA:
+            raise WireError(
+                f"{block_path}: {_UNSUPPORTED_MEDIA[block_type]} are not supported; send text only",
+                param=block_path,
+            )
+        else:
+            raise WireError(
+                f"{block_path}.type: expected a 'text' block, got {block_type!r}",
+                param=f"{block_path}.type",
+            )
+    return "\n".join(texts)
+
+
+def _parse_message(raw: Any, i: int) -> list[Message]:
+    path = f"messages[{i}]"
+    message = require_object(raw, path)
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        raise WireError(
+            f"{path}.role: unsupported role {role!r}; use 'user' or 'assistant' (put the system "
+            "prompt in the top-level 'system' field)",
+            param=f"{path}.role",
+        )
+    content = message.get("content")
+    if isinstance(content, str):
+        return [Message(role=role, content=content)]
+    if not isinstance(content, list):
+        raise WireError(
+            f"{path}.content must be a string or an array of content blocks, got "
+            f"{type_name(content)}",
+            param=f"{path}.content",
+        )
+    blocks = content
+    if role == "user":
+        return _parse_user_blocks(blocks, f"{path}.content")
+    return [_parse_assistant_blocks(blocks, f"{path}.content")]
+
+
+def _media_error(block_type: str, block_path: str) -> WireError:
+    return WireError(
+        f"{block_path}: {_UNSUPPORTED_MEDIA[block_type]} are not supported; send text only",
+        param=block_path,
+    )
+
+
+def _parse_user_blocks(blocks: list[Any], path: str) -> list[Message]:
+    messages: list[Message] = []
+    pending: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            messages.append(Message(role="user", content="\n".join(pending)))
+            pending.clear()
+
+    for k, raw_block in enumerate(blocks):
+        block_path = f"{path}[{k}]"
+        block = require_object(raw_block, block_path)
+        block_type = block.get("type")
+        if block_type == "text":
+            pending.append(require_str(block.get("text"), f"{block_path}.text"))
+        elif block_type == "tool_result":
+            flush()
+            messages.append(_parse_tool_result(block, block_path))
+        elif block_type in _UNSUPPORTED_MEDIA:
+            raise _media_error(block_type, block_path)
+        else:
+            raise WireError(
+                f"{block_path}.type: unsupported block {block_type!r} in a user message; use "
+                "'text' or 'tool_result'",
+                param=f"{block_path}.type",
+            )
+    flush()
+    return messages or [Message(role="user", content="")]
+
+
+def _parse_tool_result(block: dict[str, Any], path: str) -> Message:
+    tool_use_id = require_str(block.get("tool_use_id"), f"{path}.tool_use_id")
+    optional_bool(block.get("is_error"), f"{path}.is_error")
+    content = block.get("content")
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    else:
+        text = _join_text_blocks(content, f"{path}.content")
+    return Message(role="tool", content=text, tool_call_id=tool_use_id)
+
+
+def _parse_assistant_blocks(blocks: list[Any], path: str) -> Message:
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[ToolCall] = []
+    for k, raw_block in enumerate(blocks):
+        block_path = f"{path}[{k}]"
+        block = require_object(raw_block, block_path)
+        block_type = block.get("type")
+        if block_type == "text":
+            texts.append(require_str(block.get("text"), f"{block_path}.text"))
+        elif block_type == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=optional_str(block.get("id"), f"{block_path}.id"),
+                    name=require_str(block.get("name"), f"{block_path}.name"),
+                    arguments=require_object(block.get("input"), f"{block_path}.input"),
+                )
+            )
+        elif block_type == "thinking":
+            thoughts.append(require_str(block.get("thinking"), f"{block_path}.thinking"))
+        elif block_type in _UNSUPPORTED_MEDIA:
+            raise _media_error(block_type, block_path)
+        else:
+            raise WireError(
+                f"{block_path}.type: unsupported block {block_type!r} in an assistant message; "
+                "use 'text', 'tool_use' or 'thinking'",
+                param=f"{block_path}.type",
+            )
+    return Message(
+        role="assistant",
+        content="\n".join(texts),
+        tool_calls=calls or None,
+        reasoning_content="\n".join(thoughts) if thoughts else None,
+    )
+
+
+def _parse_tools(value: Any) -> list[dict[str, Any]] | None:
+    if value is None:
+        return None
+    tools: list[dict[str, Any]] = []
+    for k, raw_tool in enumerate(require_list(value, "tools")):
+        path = f"tools[{k}]"
+        tool = require_object(raw_tool, path)
+        tool_type = tool.get("type")
+        if tool_type not in (None, "custom"):
+            raise WireError(
+                f"{path}.type: server tool {tool_type!r} is not supported; declare it as a "
+                "custom tool with name, description and input_schema",
+                param=f"{path}.type",
+            )
+        reject_unknown_keys(tool, _TOOL_KEYS, path)
+        name = require_str(tool.get("name"), f"{path}.name")
+        if not name:
+            raise WireError(f"{path}.name must not be empty", param=f"{path}.name")
+        spec: dict[str, Any] = {"name": name}
+        description = optional_str(tool.get("description"), f"{path}.description")
+        if description is not None:
+            spec["description"] = description
+        spec["parameters"] = require_object(tool.get("input_schema"), f"{path}.input_schema")
+        tools.append({"type": "function", "function": spec})
+    return tools or None
+
+
+def _parse_tool_choice(value: Any) -> str:
+    if value is None:
+        return "auto"
+    choice = require_object(value, "tool_choice")
+    choice_type = choice.get("type")
+    optional_bool(choice.get("disable_parallel_tool_use"), "tool_choice.disable_parallel_tool_use")
+    if choice_type in ("auto", "none"):
+        return choice_type
+    if choice_type in ("any", "tool"):
+        raise WireError(
+            f"tool_choice.type {choice_type!r} is not supported: forcing tool use would "
+            "constrain sampling; use 'auto' or 'none'",
+            param="tool_choice.type",
+        )
+    raise WireError(
+        f"tool_choice.type must be 'auto' or 'none', got {choice_type!r}",
+        param="tool_choice.type",
+    )
+
+
+def _parse_stop_sequences(value: Any) -> list[str]:
+    if value is None:
+        return []
+    stops = require_list(value, "stop_sequences")
+    for k, stop in enumerate(stops):
+        if not require_str(stop, f"stop_sequences[{k}]"):
+            raise WireError(f"stop_sequences[{k}] must not be empty", param=f"stop_sequences[{k}]")
+    return list(stops)
+
+
+def new_tool_use_id() -> str:
+    """A fresh Anthropic-style tool-use id: `toolu_` and 24 hex characters."""
+    return "toolu_" + secrets.token_hex(12)
+
+
+def tool_input(arguments: dict[str, Any] | str) -> dict[str, Any] | None:
+    """Tool-call arguments as an Anthropic `input` object, or None when they are not one.
+
+    A string that decodes to a JSON object is accepted; any other string is not (the caller
+    substitutes `{}` and counts it, since `tool_use.input` must be an object).
+    """
+    if isinstance(arguments, dict):
+        return arguments
+    decoded = decode_arguments(arguments)
+    return decoded if isinstance(decoded, dict) else None
+
+
+def invalid_tool_inputs(choice: ChatChoice) -> int:
+    """How many of a choice's tool calls render as `{}` because their arguments are no object.
+
+    The server adds this to its metrics for every Anthropic response it sends.
+    """
+    return sum(tool_input(call.arguments) is None for call in choice.tool_calls)
+
+
+def _tool_use_blocks(choice: ChatChoice) -> list[dict[str, Any]]:
+    blocks = []
+    for call in choice.tool_calls:
+        arguments = tool_input(call.arguments)
+        if arguments is None:
+            logger.warning(
+                "tool call %r of choice %d has arguments that are not a JSON object; sending "
+                "input {} to the Anthropic client",
+                call.name,
+                choice.index,
+            )
+            arguments = {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.id or new_tool_use_id(),
+                "name": call.name,
+                "input": arguments,
+            }
+        )
+    return blocks
+
+
+def _usage(choice: ChatChoice) -> dict[str, int]:
+    # Anthropic's input_tokens exclude cache reads: total input = input + cache_read (+ creation).
+    return {
+        "input_tokens": choice.prompt_tokens - choice.cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": choice.cached_tokens,
+        "output_tokens": choice.completion_tokens,
+    }
+
+
+def anthropic_response(choice: ChatChoice, *, model: str, message_id: str) -> dict[str, Any]:
+    """Render one sampled choice as a Messages API `message` object.
+
+    Content is a text block (when the text is non-empty) followed by one `tool_use` block per
+    tool call; arguments that are not a JSON object become `input: {}` (see
+    `invalid_tool_inputs`). `stop_reason` maps `stop -> end_turn`, `length -> max_tokens`,
+    `tool_calls -> tool_use`.
+
+    Args:
+        choice: The sampled reply.
+        model: Model name echoed to the client.
+        message_id: Message id, e.g. `msg_<hex>`.
+
+    Returns:
+        The JSON-ready response body.
+    """
+    content: list[dict[str, Any]] = []
+    if choice.content:
+        content.append({"type": "text", "text": choice.content})
+    content.extend(_tool_use_blocks(choice))
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": STOP_REASONS[choice.finish_reason],
+        "stop_sequence": None,
+        "usage": _usage(choice),
+    }
+
+
+class AnthropicEventStream:
+    """Builds the event payloads of one streamed Messages response, in the API's order.
+
+    `start()` gives `message_start`; `delta()` opens the text block (index 0) on the first text
+    and gives `content_block_delta`/`text_delta` events; `finish()` sends any text not yet
+    streamed, closes the text block, gives `content_block_start` (tool_use, `input: {}`), one
+    `input_json_delta` with the full JSON and `content_block_stop` per tool call, then
+    `message_delta` (stop reason, usage) and `message_stop`. Frame each payload with
+    `anthropic_sse_event`. Streamed text must be a prefix of the final content.
+    """
+
+    def __init__(self, *, model: str, message_id: str) -> None:
+        """Create the stream.
+
+        Args:
+            model: Model name echoed to the client.
+            message_id: Message id, e.g. `msg_<hex>`.
+        """
+        self.model = model
+        self.message_id = message_id
+        self._sent = ""
+        self._text_open = False
+        self._next_index = 0
+
+    def start(self, *, prompt_tokens: int = 0, cached_tokens: int = 0) -> list[dict[str, Any]]:
+        """The `message_start` event (empty content; usage as far as known)."""
+        return [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": self.message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": prompt_tokens - cached_tokens,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": cached_tokens,
+                        "output_tokens": 0,
+                    },
+                },
+            }
+        ]
+
+    def _text(self, text: str) -> list[dict[str, Any]]:
+        if not text:
+            return []
+        events: list[dict[str, Any]] = []
+        if not self._text_open:
+            self._text_open = True
+            self._next_index = 1
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                }
+            )
+        self._sent += text
+        events.append(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": text},
+            }
+        )
+        return events
+
+    def delta(self, delta: StreamDelta) -> list[dict[str, Any]]:
+        """Events for newly final text (none for empty text)."""
+        return self._text(delta.text)
+
+    def finish(self, choice: ChatChoice) -> list[dict[str, Any]]:
+        """The closing events: unsent text, text block stop, tool_use blocks, message end.
+
+        Raises:
+            ValueError: When the streamed text is not a prefix of `choice.content`.
+        """
+        if not choice.content.startswith(self._sent):
+            raise ValueError("streamed text is not a prefix of the final content")
+        events = self._text(choice.content[len(self._sent) :])
+        if self._text_open:
+            events.append({"type": "content_block_stop", "index": 0})
+            self._text_open = False
+        for block in _tool_use_blocks(choice):
+            index = self._next_index
+            self._next_index += 1
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "input": {}},
+                }
+            )
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {
+                        "type": "input_json_delta",
+                        "partial_json": json.dumps(block["input"], ensure_ascii=False),
+                    },
+                }
+            )
+            events.append({"type": "content_block_stop", "index": index})
+        events.append(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": STOP_REASONS[choice.finish_reason], "stop_sequence": None},
+                "usage": _usage(choice),
+            }
+        )
+        events.append({"type": "message_stop"})
+        return events
+
+
+def anthropic_stream_events(
+    choice: ChatChoice, *, model: str, message_id: str
+) -> list[dict[str, Any]]:
+    """All event payloads of a response whose choice is already complete (no live deltas)."""
+    stream = AnthropicEventStream(model=model, message_id=message_id)
+    return stream.start(
+        prompt_tokens=choice.prompt_tokens, cached_tokens=choice.cached_tokens
+    ) + stream.finish(choice)
+
+
+def anthropic_sse_event(event: dict[str, Any]) -> bytes:
+    """Frame one event as `event: <type>\\ndata: <json>\\n\\n` (error envelopes included)."""
+    data = json.dumps(event, ensure_ascii=False)
+    return f"event: {event['type']}\ndata: {data}\n\n".encode()
+
+
+def anthropic_error(
+    status: int, message: str, type_: AnthropicErrorType | None = None
+) -> tuple[int, dict[str, Any]]:
+    """An Anthropic error envelope `{"type": "error", "error": {type, message}}` with its status.
+
+    Args:
+        status: HTTP status code.
+        message: Human-readable reason.
+        type_: Error type; derived from `status` when None (400 `invalid_request_error`, 401
+            `authentication_error`, 403 `permission_error`, 404 `not_found_error`, 413
+            `request_too_large`, 429 `rate_limit_error`, 529 `overloaded_error`, other 5xx
+            `api_error`, other 4xx `invalid_request_error`).
+
+    Returns:
+        `(status, body)`.
+    """
+    if type_ is None:
+        default: AnthropicErrorType = "api_error" if status >= 500 else "invalid_request_error"
+        type_ = _ERROR_TYPES.get(status, default)
+    return status, {"type": "error", "error": {"type": type_, "message": message}}
+
+
+def anthropic_wire_error(error: WireError) -> tuple[int, dict[str, Any]]:
+    """The Anthropic envelope for a `WireError` raised while parsing a request."""
+    return anthropic_error(error.status, error.message)

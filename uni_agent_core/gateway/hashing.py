@@ -1,0 +1,58 @@
+"""Canonical message hashing: what counts as "the same history" when matching chains.
+
+Each message is canonicalised before hashing: tool-call ids and `tool_call_id` are dropped (clients
+rename and re-issue them), tool-call arguments are compared as parsed JSON when they parse (so
+re-serialised arguments still match); everything else — role, content including whitespace,
+name, reasoning text — must be identical. Prefix hashes are chained with a version-tagged
+domain separator, so `prefix_hashes(m)[i]` identifies `m[:i]` exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from uni_agent_core.gateway.request import Message
+
+_DOMAIN = b"agent-rl/messages/v1\x00"
+EMPTY_PREFIX = hashlib.sha256(_DOMAIN).digest()
+
+
+def _arguments(value: dict[str, Any] | str) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def canonical_message(message: Message) -> bytes:
+    """The bytes that identify a message for chain matching."""
+    record: list[Any] = [message.role, message.content, message.name, message.reasoning_content]
+    if message.tool_calls:
+        record.append([[call.name, _arguments(call.arguments)] for call in message.tool_calls])
+    return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def extend_hash(prefix: bytes, message: Message) -> bytes:
+    """The prefix hash of `history + [message]` given the prefix hash of `history`."""
+    return hashlib.sha256(prefix + canonical_message(message)).digest()
+
+
+def prefix_hashes(messages: Sequence[Message]) -> list[bytes]:
+    """`[h(m[:0]), h(m[:1]), ..., h(m)]` — one more entry than messages."""
+    hashes = [EMPTY_PREFIX]
+    for message in messages:
+        hashes.append(extend_hash(hashes[-1], message))
+    return hashes
+
+
+def tools_key(tools: list[dict[str, Any]] | None) -> bytes:
+    """Identity of a tool list (exact list equality; None and [] are the same: no tools)."""
+    if not tools:
+        return b"no-tools"
+    blob = json.dumps(tools, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).digest()

@@ -1,0 +1,458 @@
+"""A gateway session: chat requests in, exact token chains out.
+
+`GatewaySession.chat` runs one request in three phases:
+
+1. *prepare* (under the session lock): select the chain (see `chain.py`), reserve it, and build
+   the engine prompt on a working copy of its buffers — the chain's tokens plus an incremental
+   delta (append), the buffer cut back to the action boundary plus the rewrite as context
+   (rollback), or a full render (new chain);
+2. *generate* (outside the lock): one engine call per sample, streamed when the engine can;
+3. *commit* (under the lock): append the sampled tokens (mask 1) to the working copy and make it
+   the chain's state, record the `EngineCall`, release the reservation.
+
+A failed or cancelled generation commits nothing: the reservation is released and a chain that
+was being created disappears. Samples 2..n of a request (`n > 1`) open sibling chains from a
+full render, so earlier turns are trained once, in the chain that sampled them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from uni_agent_core.gateway.chain import Chain, Continuation, select_chain
+from uni_agent_core.gateway.codec import ChatCodec
+from uni_agent_core.gateway.decoding import DecodedReply, ReplyDecoder
+from uni_agent_core.gateway.hashing import extend_hash, prefix_hashes, tools_key
+from uni_agent_core.gateway.metrics import GatewayMetrics
+from uni_agent_core.gateway.request import ChatChoice, ChatRequest, Message, StreamDelta
+from uni_agent_core.inference.types import Engine, FinishReason, GenerateRequest, TokenOutput
+from uni_agent_core.types import EngineCall, Trajectory
+
+DeltaSink = Callable[[StreamDelta], Awaitable[None]]
+
+
+class SessionClosedError(RuntimeError):
+    """The session was finalized or deleted; it takes no more requests (HTTP 409)."""
+
+
+class RequestRejectedError(ValueError):
+    """The request cannot be served exactly (HTTP 400); `param` names the offending field."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Per-session behaviour, from the recipe's gateway section and the create request."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_tokens: int | None = None
+    sampling_override: str = "ignore"
+    """`ignore` | `reject` | `allow` request sampling parameters that differ from these."""
+    max_total_tokens: int | None = None
+    """Capacity of a chain (prompt + response tokens); None leaves it to the engine's window."""
+    enable_rollback: bool = True
+
+
+@dataclass
+class _Plan:
+    """A prepared generation: where its tokens go and what the engine sees."""
+
+    kind: Continuation
+    chain: Chain
+    is_new: bool
+    response_ids: list[int]
+    mask: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    history_hashes: list[bytes]
+    dropped_trainable: int = 0
+    max_new_tokens: int = 0
+    prompt: list[int] = field(default_factory=list)
+
+
+class GatewaySession:
+    """Chains and engine calls of one agent session."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        engine: Engine,
+        codec: ChatCodec,
+        decoder: ReplyDecoder,
+        settings: SessionSettings,
+        metrics: GatewayMetrics,
+        run_blocking: Callable[..., Awaitable[Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.engine = engine
+        self.codec = codec
+        self.decoder = decoder
+        self.settings = settings
+        self.metrics = metrics
+        self.metadata = dict(metadata or {})
+        self.chains: list[Chain] = []
+        self.calls: list[EngineCall] = []
+        self.closed = False
+        self.last_used = time.monotonic()
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count()
+        self._clock = itertools.count(1)
+        self._run_blocking = run_blocking
+
+    # -- public API -------------------------------------------------------------------------
+
+    async def chat(
+        self, request: ChatRequest, on_delta: DeltaSink | None = None
+    ) -> list[ChatChoice]:
+        """Serve one chat request: `request.n` samples, each committed to its chain."""
+        self._check_open()
+        self.last_used = time.monotonic()
+        sampling = self._sampling(request)
+        stop_ids = self._stop_token_ids(request)
+        plans = await self._prepare(request)
+        try:
+            choices = await asyncio.gather(
+                *(
+                    self._generate(i, plan, request, sampling, stop_ids, on_delta)
+                    for i, plan in enumerate(plans)
+                )
+            )
+        except BaseException:
+            await asyncio.shield(self._release(plans))
+            raise
+        return list(choices)
+
+    def trajectories(self) -> list[Trajectory]:
+        """Every chain as a `Trajectory` (chains with nothing generated yet are skipped)."""
+        return [
+            Trajectory(
+                session_id=self.session_id,
+                chain_id=c.id,
+                prompt_ids=list(c.prompt_ids),
+                response_ids=list(c.response_ids),
+                loss_mask=list(c.mask),
+                logprobs=list(c.logprobs),
+                policy_versions=list(c.versions),
+                finish_reason=c.finish_reason,
+                num_turns=c.turns,
+                metadata={
+                    "closed": c.closed,
+                    "rollbacks": c.rollbacks,
+                    "dropped_trainable_tokens": c.dropped_trainable_tokens,
+                    **self.metadata,
+                },
+            )
+            for c in self.chains
+            if c.turns > 0 and not c.reserved
+        ]
+
+    def close(self) -> None:
+        """Refuse further requests (finalize / delete)."""
+        self.closed = True
+
+    @property
+    def busy(self) -> bool:
+        """Whether a generation is in flight (such a session is never expired)."""
+        return any(c.reserved for c in self.chains)
+
+    # -- prepare ------------------------------------------------------------------------------
+
+    async def _prepare(self, request: ChatRequest) -> list[_Plan]:
+        hashes = prefix_hashes(request.messages)
+        key = tools_key(request.tools)
+        async with self._lock:
+            self._check_open()
+            selection = select_chain(
+                self.chains, hashes, key, enable_rollback=self.settings.enable_rollback
+            )
+            if selection.ambiguous:
+                self.metrics.ambiguous_rollbacks += 1
+            first = self._plan_for(selection.kind, selection.chain, selection.depth, hashes, key)
+            plans = [first] + [
+                self._plan_for(Continuation.NEW, None, 0, hashes, key) for _ in range(request.n - 1)
+            ]
+            for plan in plans:
+                plan.chain.reserved = True
+                if plan.is_new:
+                    self.chains.append(plan.chain)
+        try:
+            for plan in plans:
+                await self._encode(plan, request, hashes)
+        except BaseException:
+            await asyncio.shield(self._release(plans))
+            raise
+        return plans
+
+    def _plan_for(
+        self,
+        kind: Continuation,
+        chain: Chain | None,
+        depth: int,
+        hashes: list[bytes],
+        key: bytes,
+    ) -> _Plan:
+        if chain is None:
+            chain = Chain(id=next(self._ids), prompt_ids=[], tools_key=key, hashes=[])
+            return _Plan(Continuation.NEW, chain, True, [], [], [], [], hashes)
+        response, mask = list(chain.response_ids), list(chain.mask)
+        logprobs, versions = list(chain.logprobs), list(chain.versions)
+        dropped = 0
+        if kind is Continuation.ROLLBACK:
+            cut = chain.rollback_cut
+            assert cut is not None
+            dropped = sum(mask[cut:])
+            del response[cut:], mask[cut:], logprobs[cut:], versions[cut:]
+        return _Plan(
+            kind,
+            chain,
+            False,
+            response,
+            mask,
+            logprobs,
+            versions,
+            hashes,
+            dropped_trainable=dropped,
+        )
+
+    async def _encode(self, plan: _Plan, request: ChatRequest, hashes: list[bytes]) -> None:
+        messages, tools = request.messages, request.tools
+        if plan.kind is Continuation.NEW:
+            prompt = await self._blocking(self.codec.encode_full, messages, tools)
+            plan.chain.prompt_ids = prompt
+        else:
+            chain = plan.chain
+            depth = chain.history_len if plan.kind is Continuation.APPEND else chain.k
+            ended = chain.ended if plan.kind is Continuation.APPEND else True
+            delta = await self._blocking(
+                self.codec.encode_delta, messages[depth:], tools, previous_ended=ended
+            )
+            self._check_generation_prompt(delta)
+            plan.response_ids += delta
+            plan.mask += [0] * len(delta)
+            plan.logprobs += [0.0] * len(delta)
+            plan.versions += [-1] * len(delta)
+        plan.prompt = plan.chain.prompt_ids + plan.response_ids
+
+    def _check_generation_prompt(self, delta: list[int]) -> None:
+        gen, sep = self.codec.generation_prompt_ids, self.codec.separator_ids
+        if delta[-len(gen) :] != gen or delta[-len(gen) - len(sep) : -len(gen)] != sep:
+            raise RuntimeError(
+                "delta does not end with separator + generation prompt; refusing to record "
+                "misaligned tokens"
+            )
+
+    # -- generate and commit ------------------------------------------------------------------
+
+    async def _generate(
+        self,
+        index: int,
+        plan: _Plan,
+        request: ChatRequest,
+        sampling: dict[str, Any],
+        stop_ids: list[int],
+        on_delta: DeltaSink | None,
+    ) -> ChatChoice:
+        capacity = self.settings.max_total_tokens
+        room = None if capacity is None else capacity - len(plan.prompt)
+        if room is not None and room <= 0:
+            return await self._exhausted(index, plan)
+        sampling = dict(sampling)
+        max_new = sampling.pop("max_tokens") or room or 1 << 30
+        if room is not None:
+            max_new = min(max_new, room)
+        engine_request = GenerateRequest(
+            prompt_ids=plan.prompt,
+            max_new_tokens=max_new,
+            stop_token_ids=stop_ids,
+            session_id=self.session_id,
+            request_id=f"{self.session_id}-{len(self.calls)}-{index}",
+            **sampling,
+        )
+        output = await self._call_engine(index, engine_request, request, on_delta)
+        reply = self.decoder.decode(output.token_ids, output.finish_reason, request.tools)
+        await self._commit(plan, output, reply)
+        self.metrics.observe_call(len(plan.prompt), output)
+        return ChatChoice(
+            index=index,
+            content=reply.content,
+            tool_calls=reply.tool_calls,
+            finish_reason=reply.finish_reason,
+            chain_id=plan.chain.id,
+            prompt_tokens=len(plan.prompt),
+            completion_tokens=len(output.token_ids),
+            cached_tokens=output.cached_prefix_tokens,
+            parse_error=reply.parse_error,
+        )
+
+    async def _call_engine(
+        self,
+        index: int,
+        engine_request: GenerateRequest,
+        request: ChatRequest,
+        on_delta: DeltaSink | None,
+    ) -> TokenOutput:
+        stream = getattr(self.engine, "generate_stream", None)
+        if on_delta is None or stream is None:
+            output = await self.engine.generate(engine_request)
+            if on_delta is not None:
+                text = self.decoder.stream_text(output.token_ids, request.tools)
+                if text:
+                    await on_delta(StreamDelta(index=index, text=text))
+            return output
+        streamer = self.decoder.streamer(request.tools)
+        output: TokenOutput | None = None
+        async for item in stream(engine_request):
+            if isinstance(item, TokenOutput):
+                output = item
+                text = streamer.finish()
+            else:
+                text = streamer.feed(item)
+            if text:
+                await on_delta(StreamDelta(index=index, text=text))
+        assert output is not None
+        return output
+
+    async def _commit(self, plan: _Plan, output: TokenOutput, reply: DecodedReply) -> None:
+        if output.finish_reason is FinishReason.ABORT:
+            raise RuntimeError("the engine aborted the generation; nothing was recorded")
+        chain = plan.chain
+        async with self._lock:
+            gen_start = len(plan.response_ids)
+            plan.response_ids += output.token_ids
+            plan.mask += [1] * len(output.token_ids)
+            plan.logprobs += output.logprobs
+            plan.versions += output.policy_version
+            self.calls.append(
+                EngineCall(
+                    chain_id=chain.id,
+                    prompt_ids=plan.prompt,
+                    output_ids=list(output.token_ids),
+                    output_logprobs=list(output.logprobs),
+                    policy_version=list(output.policy_version),
+                    finish_reason=str(output.finish_reason),
+                )
+            )
+            if plan.kind is Continuation.NEW:
+                cut = None
+            else:
+                gen_len = len(self.codec.generation_prompt_ids) + len(self.codec.separator_ids)
+                cut = gen_start - gen_len
+            said = Message(
+                role="assistant", content=reply.content, tool_calls=reply.tool_calls or None
+            )
+            history = plan.history_hashes
+            chain.hashes = history + [extend_hash(history[-1], said)]
+            chain.response_ids, chain.mask = plan.response_ids, plan.mask
+            chain.logprobs, chain.versions = plan.logprobs, plan.versions
+            chain.rollback_cut = cut
+            chain.ended = bool(output.token_ids) and output.token_ids[-1] == self.codec.eos_token_id
+            chain.finish_reason = reply.finish_reason
+            chain.turns += 1
+            chain.updated = next(self._clock)
+            if plan.kind is Continuation.ROLLBACK:
+                if chain.latest_call is not None:
+                    self.calls[chain.latest_call].superseded = True
+                chain.turns -= 1  # the rewritten turn no longer counts as sampled
+                chain.rollbacks += 1
+                chain.dropped_trainable_tokens += plan.dropped_trainable
+                self.metrics.rollbacks += 1
+                self.metrics.rollback_dropped_tokens += plan.dropped_trainable
+            elif plan.kind is Continuation.NEW:
+                self.metrics.chains_opened += 1
+                if len(self.chains) > 1:
+                    self.metrics.splits += 1
+            capacity = self.settings.max_total_tokens
+            if capacity is not None and chain.total_tokens >= capacity:
+                chain.closed, chain.finish_reason = True, "length"
+            chain.latest_call = len(self.calls) - 1
+            chain.reserved = False
+
+    async def _exhausted(self, index: int, plan: _Plan) -> ChatChoice:
+        """The chain has no room left: close it without calling the engine."""
+        async with self._lock:
+            if plan.is_new:
+                self.chains.remove(plan.chain)
+            else:
+                plan.chain.closed, plan.chain.finish_reason = True, "length"
+            plan.chain.reserved = False
+        self.metrics.capacity_closes += 1
+        return ChatChoice(
+            index=index,
+            content="",
+            finish_reason="length",
+            chain_id=plan.chain.id,
+            prompt_tokens=len(plan.prompt),
+            completion_tokens=0,
+        )
+
+    async def _release(self, plans: list[_Plan]) -> None:
+        async with self._lock:
+            for plan in plans:
+                if not plan.chain.reserved:
+                    continue
+                plan.chain.reserved = False
+                if plan.is_new and plan.chain in self.chains:
+                    self.chains.remove(plan.chain)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SessionClosedError(f"session {self.session_id} is finalized or deleted")
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._run_blocking is None:
+            return fn(*args, **kwargs)
+        return await self._run_blocking(fn, *args, **kwargs)
+
+    def _sampling(self, request: ChatRequest) -> dict[str, Any]:
+        s, o = self.settings, request.sampling
+        chosen: dict[str, Any] = {
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "top_k": s.top_k,
+            "seed": o.seed,
+            "max_tokens": o.max_tokens or s.max_tokens,
+        }
+        if o.max_tokens and s.max_tokens:
+            chosen["max_tokens"] = min(o.max_tokens, s.max_tokens)
+        for name in ("temperature", "top_p", "top_k"):
+            value = getattr(o, name)
+            if value is None or value == chosen[name]:
+                continue
+            if s.sampling_override == "reject":
+                raise RequestRejectedError(
+                    f"{name}={value} differs from the session's {name}={chosen[name]}; this "
+                    "gateway trains on-policy and rejects sampling overrides",
+                    param=name,
+                )
+            if s.sampling_override == "allow":
+                chosen[name] = value
+            else:
+                self.metrics.sampling_overrides_ignored += 1
+        return chosen
+
+    def _stop_token_ids(self, request: ChatRequest) -> list[int]:
+        ids = []
+        for text in request.sampling.stop:
+            encoded = self.codec.encode_text(text)
+            if len(encoded) != 1:
+                raise RequestRejectedError(
+                    f"stop sequence {text!r} is {len(encoded)} tokens; only single-token stop "
+                    "sequences can be honoured without cutting sampled tokens",
+                    param="stop",
+                )
+            ids.append(encoded[0])
+        return ids
