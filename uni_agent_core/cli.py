@@ -44,6 +44,47 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_gateway_serve(args: argparse.Namespace) -> int:
+    from uni_agent_core.config import load_recipe
+    from uni_agent_core.config.inference import HFEngineConfig, OpenAIServerEngineConfig
+    from uni_agent_core.gateway.launch import build_manager, serve
+
+    overrides = list(args.set)
+    if args.recipe:
+        recipe = load_recipe(args.recipe, overrides)
+    else:
+        from uni_agent_core.config import Recipe
+
+        recipe = Recipe(name="gateway")
+    policy = recipe.policy.model_copy(update={"name": args.model}) if args.model else recipe.policy
+    engine = recipe.engine
+    if args.engine == "hf":
+        engine = engine if isinstance(engine, HFEngineConfig) else HFEngineConfig()
+    elif args.engine == "openai_server":
+        if not args.engine_url:
+            print("--engine openai_server needs --engine-url URL (repeatable)", file=sys.stderr)
+            return 2
+        engine = OpenAIServerEngineConfig(
+            api=args.server_api, base_urls=args.engine_url, model=args.served_model or policy.name
+        )
+    gateway = recipe.gateway
+    if args.session_ttl_s is not None:
+        gateway = gateway.model_copy(update={"session_ttl_s": args.session_ttl_s})
+    manager = build_manager(
+        policy,
+        engine,
+        gateway,
+        max_total_tokens=args.max_total_tokens or recipe.trainer.max_context_tokens,
+    )
+    serve(
+        manager,
+        host=args.host or gateway.host,
+        port=args.port if args.port is not None else gateway.port,
+        model_name=policy.name,
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full `agent-rl` argument parser."""
     parser = argparse.ArgumentParser(prog="agent-rl", description=__doc__.splitlines()[0])
@@ -74,6 +115,22 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=_cmd_models_prepare)
     listing = models_sub.add_parser("list", help="known policies and their cache state")
     listing.set_defaults(func=_cmd_models_list)
+
+    gateway = sub.add_parser("gateway", help="the OpenAI/Anthropic-compatible gateway")
+    gateway_sub = gateway.add_subparsers(dest="gateway_command", required=True)
+    serve = gateway_sub.add_parser("serve", help="serve the gateway over HTTP (loopback default)")
+    serve.add_argument("--recipe", help="take policy, engine and gateway sections from a recipe")
+    serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    serve.add_argument("--model", help="policy: tiny | smollm2-135m | hf:<dir>")
+    serve.add_argument("--engine", choices=["hf", "openai_server"], default=None)
+    serve.add_argument("--engine-url", action="append", default=[], help="vLLM/SGLang server")
+    serve.add_argument("--server-api", choices=["vllm", "sglang"], default="vllm")
+    serve.add_argument("--served-model", help="model name the server serves")
+    serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (0 or unset: a free one)")
+    serve.add_argument("--max-total-tokens", type=int, default=None, help="chain capacity")
+    serve.add_argument("--session-ttl-s", type=float, default=None, help="idle session expiry")
+    serve.set_defaults(func=_cmd_gateway_serve)
 
     chat = sub.add_parser("chat", help="one chat turn with a policy through the HF engine")
     chat.add_argument("prompt")

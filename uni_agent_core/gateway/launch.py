@@ -1,0 +1,95 @@
+"""Building and serving a gateway from a recipe or command-line flags (`agent-rl gateway serve`)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from uni_agent_core.config import GatewayConfig, PolicyConfig
+from uni_agent_core.config.inference import EngineConfig
+from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.gateway.session import SessionSettings
+from uni_agent_core.inference.types import Engine
+
+
+def settings_from_config(gateway: GatewayConfig, max_total_tokens: int | None) -> SessionSettings:
+    """Session defaults from the recipe's gateway section."""
+    return SessionSettings(
+        temperature=gateway.sampling.temperature,
+        top_p=gateway.sampling.top_p,
+        top_k=gateway.sampling.top_k,
+        max_tokens=gateway.sampling.max_tokens,
+        sampling_override=gateway.sampling_override,
+        max_total_tokens=gateway.max_total_tokens or max_total_tokens,
+        enable_rollback=gateway.enable_rollback,
+    )
+
+
+def load_tokenizer(policy: PolicyConfig) -> Any:
+    """The policy's tokenizer (with the recipe's chat-template override, if any)."""
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from uni_agent_core.models import prepare_policy
+
+    tokenizer = AutoTokenizer.from_pretrained(prepare_policy(policy.name))
+    if policy.chat_template is not None:
+        tokenizer.chat_template = Path(policy.chat_template).read_text()
+    return tokenizer
+
+
+def build_manager(
+    policy: PolicyConfig,
+    engine_config: EngineConfig,
+    gateway: GatewayConfig,
+    *,
+    max_total_tokens: int | None = None,
+) -> SessionManager:
+    """Engines, tokenizer and session manager for one gateway process.
+
+    Raises:
+        ValueError: the engine section describes several replicas (they need the router).
+    """
+    from uni_agent_core.inference.builder import build_engines
+
+    engines: list[Engine] = build_engines(policy, engine_config)
+    if len(engines) != 1:
+        raise ValueError(
+            f"engine: {len(engines)} replicas need the router in front of them; "
+            "serve one replica per gateway until the router lands"
+        )
+    engine = engines[0]
+    tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(policy)
+    return SessionManager(
+        engine,
+        tokenizer,
+        settings=settings_from_config(gateway, max_total_tokens),
+        tool_parser=gateway.tool_parser,
+        session_ttl_s=gateway.session_ttl_s,
+        max_sessions=gateway.max_sessions,
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago on `host`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def serve(manager: SessionManager, *, host: str, port: int, model_name: str) -> None:
+    """Run the gateway until interrupted (blocks)."""
+    import uvicorn
+
+    from uni_agent_core.gateway.server import create_app
+
+    port = port or free_port(host)
+    print(f"agent-rl gateway on http://{host}:{port}  (POST /sessions to start a session)")
+    uvicorn.run(
+        create_app(manager, model_name=model_name),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )

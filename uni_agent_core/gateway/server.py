@@ -1,0 +1,369 @@
+"""The gateway's HTTP server (FastAPI): sessions, OpenAI and Anthropic endpoints, records.
+
+Endpoints (DESIGN.md, "Gateway HTTP API"):
+
+- `POST /sessions` -> `{session_id, api_key, openai_base_url, anthropic_base_url}`
+- `POST /sessions/<id>/v1/chat/completions` (OpenAI, `stream` as SSE), `GET .../v1/models`
+- `POST /sessions/<id>/v1/messages` (Anthropic, `stream` as SSE)
+- `GET /sessions/<id>/trajectories`, `GET /sessions/<id>/calls`, `POST /sessions/<id>/finalize`,
+  `DELETE /sessions/<id>`
+- `GET /health`, `GET /metrics` (Prometheus text)
+
+Session endpoints need the session's key (`Authorization: Bearer` or `x-api-key`). Every error
+is answered in the envelope of the protocol the client speaks, and a rejected request never
+touches the session's chains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+
+from uni_agent_core.gateway.adapters.anthropic import (
+    AnthropicEventStream,
+    anthropic_error,
+    anthropic_response,
+    anthropic_sse_event,
+    parse_anthropic_request,
+)
+from uni_agent_core.gateway.adapters.errors import WireError
+from uni_agent_core.gateway.adapters.openai import (
+    SSE_DONE,
+    OpenAIChunkStream,
+    openai_error,
+    openai_include_usage,
+    openai_response,
+    parse_openai_request,
+    sse_event,
+)
+from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
+from uni_agent_core.gateway.request import ChatChoice, ChatRequest, StreamDelta
+from uni_agent_core.gateway.session import (
+    GatewaySession,
+    RequestRejectedError,
+    SessionClosedError,
+)
+
+ErrorRenderer = Callable[[int, str, str | None], tuple[int, dict[str, Any]]]
+
+
+def _openai_envelope(status: int, message: str, param: str | None) -> tuple[int, dict[str, Any]]:
+    return openai_error(status, message, param=param)
+
+
+def _anthropic_envelope(status: int, message: str, param: str | None) -> tuple[int, dict[str, Any]]:
+    return anthropic_error(status, f"{param}: {message}" if param else message)
+
+
+def _api_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+class _Rejected(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+
+def create_app(
+    manager: SessionManager,
+    *,
+    model_name: str = "agent-rl-policy",
+    max_request_bytes: int = 16 << 20,
+    close_engine: bool = True,
+) -> FastAPI:
+    """Build the gateway application around a session manager.
+
+    Args:
+        manager: sessions, codec and engine.
+        model_name: the model name reported to clients (any requested name is accepted).
+        max_request_bytes: larger request bodies are refused with 413.
+        close_engine: close the engine when the app shuts down.
+    """
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        manager.start()
+        try:
+            yield
+        finally:
+            await manager.stop()
+            if close_engine:
+                await manager.engine.close()
+
+    app = FastAPI(title="agent-rl gateway", lifespan=lifespan)
+    app.state.manager = manager
+
+    async def read_json(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_request_bytes:
+            raise _Rejected(413, f"request body exceeds {max_request_bytes} bytes")
+        body = await request.body()
+        if len(body) > max_request_bytes:
+            raise _Rejected(413, f"request body exceeds {max_request_bytes} bytes")
+        if not body:
+            return None
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise _Rejected(400, f"request body is not valid JSON: {exc}") from None
+
+    def session_for(request: Request, session_id: str) -> GatewaySession:
+        try:
+            return manager.authenticate(session_id, _api_key(request))
+        except SessionNotFoundError:
+            raise _Rejected(
+                404, f"session {session_id} does not exist (expired or deleted?)"
+            ) from None
+        except PermissionError as exc:
+            raise _Rejected(401, str(exc)) from None
+
+    def error_response(render: ErrorRenderer, exc: Exception) -> JSONResponse:
+        manager.metrics.request_errors += 1
+        if isinstance(exc, (_Rejected, WireError)):
+            status, body = render(exc.status, exc.message, exc.param)
+        elif isinstance(exc, RequestRejectedError):
+            status, body = render(400, str(exc), exc.param)
+        elif isinstance(exc, SessionClosedError):
+            status, body = render(409, str(exc), None)
+        else:
+            status, body = render(500, f"generation failed: {type(exc).__name__}: {exc}", None)
+        return JSONResponse(body, status_code=status)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    @app.post("/sessions")
+    async def create_session(request: Request) -> Response:
+        try:
+            body = await read_json(request) or {}
+            if not isinstance(body, dict):
+                raise _Rejected(400, "the body must be a JSON object")
+            unknown = set(body) - {"sampling", "metadata", "max_total_tokens"}
+            if unknown:
+                raise _Rejected(400, f"unknown keys {sorted(unknown)}", sorted(unknown)[0])
+            try:
+                session, key = manager.create(
+                    sampling=body.get("sampling"),
+                    metadata=body.get("metadata"),
+                    max_total_tokens=body.get("max_total_tokens"),
+                )
+            except (ValueError, TypeError) as exc:
+                raise _Rejected(400, str(exc), "sampling") from None
+            except SessionLimitError as exc:
+                raise _Rejected(429, str(exc)) from None
+        except _Rejected as exc:
+            return error_response(_openai_envelope, exc)
+        root = str(request.base_url).rstrip("/") + f"/sessions/{session.session_id}"
+        return JSONResponse(
+            {
+                "session_id": session.session_id,
+                "api_key": key,
+                "openai_base_url": root + "/v1",
+                "anthropic_base_url": root,
+            }
+        )
+
+    @app.get("/sessions/{session_id}/trajectories")
+    async def trajectories(session_id: str, request: Request) -> Response:
+        try:
+            session = session_for(request, session_id)
+        except _Rejected as exc:
+            return error_response(_openai_envelope, exc)
+        return JSONResponse([t.model_dump(mode="json") for t in session.trajectories()])
+
+    @app.get("/sessions/{session_id}/calls")
+    async def calls(session_id: str, request: Request) -> Response:
+        try:
+            session = session_for(request, session_id)
+        except _Rejected as exc:
+            return error_response(_openai_envelope, exc)
+        return JSONResponse([c.model_dump(mode="json") for c in session.calls])
+
+    @app.post("/sessions/{session_id}/finalize")
+    async def finalize(session_id: str, request: Request) -> Response:
+        try:
+            session = session_for(request, session_id)
+        except _Rejected as exc:
+            return error_response(_openai_envelope, exc)
+        session.close()
+        return JSONResponse(
+            {
+                "session_id": session_id,
+                "trajectories": [t.model_dump(mode="json") for t in session.trajectories()],
+            }
+        )
+
+    @app.delete("/sessions/{session_id}")
+    async def delete(session_id: str, request: Request) -> Response:
+        try:
+            session_for(request, session_id)
+            manager.delete(session_id)
+        except _Rejected as exc:
+            return error_response(_openai_envelope, exc)
+        return JSONResponse({"session_id": session_id, "deleted": True})
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "sessions": len(manager), "model": model_name}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return PlainTextResponse(manager.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    # -- OpenAI ------------------------------------------------------------------------------
+
+    @app.get("/sessions/{session_id}/v1/models")
+    async def models(session_id: str, request: Request) -> Response:
+        try:
+            session_for(request, session_id)
+        except _Rejected as exc:
+            return error_response(_openai_envelope, exc)
+        entry = {"id": model_name, "object": "model", "created": 0, "owned_by": "agent-rl"}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    @app.post("/sessions/{session_id}/v1/chat/completions")
+    async def chat_completions(session_id: str, request: Request) -> Response:
+        started = time.perf_counter()
+        manager.metrics.requests += 1
+        try:
+            session = session_for(request, session_id)
+            payload = await read_json(request)
+            chat = parse_openai_request(payload)
+            include_usage = openai_include_usage(payload)
+        except (_Rejected, WireError) as exc:
+            return error_response(_openai_envelope, exc)
+        response_id = "chatcmpl-" + uuid.uuid4().hex
+        created = int(time.time())
+        if chat.stream:
+            stream = OpenAIChunkStream(
+                model=model_name,
+                created=created,
+                response_id=response_id,
+                n=chat.n,
+                include_usage=include_usage,
+            )
+            return StreamingResponse(
+                _openai_events(session, chat, stream, started),
+                media_type="text/event-stream",
+            )
+        try:
+            choices = await session.chat(chat)
+        except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
+            return error_response(_openai_envelope, exc)
+        finally:
+            manager.metrics.request_latency.observe(time.perf_counter() - started)
+        return JSONResponse(
+            openai_response(choices, model=model_name, created=created, response_id=response_id)
+        )
+
+    async def _openai_events(
+        session: GatewaySession, chat: ChatRequest, stream: OpenAIChunkStream, started: float
+    ) -> AsyncIterator[bytes]:
+        for chunk in stream.start():
+            yield sse_event(chunk)
+        try:
+            async for item in _chat_events(session, chat):
+                if isinstance(item, StreamDelta):
+                    for chunk in stream.delta(item):
+                        yield sse_event(chunk)
+                else:
+                    for choice in item:
+                        for chunk in stream.finish(choice):
+                            yield sse_event(chunk)
+                    for chunk in stream.usage(item):
+                        yield sse_event(chunk)
+        except Exception as exc:  # deliberate boundary: the stream has started; send an error
+            manager.metrics.request_errors += 1
+            _, body = openai_error(500, f"generation failed: {type(exc).__name__}: {exc}")
+            yield sse_event(body)
+        finally:
+            manager.metrics.request_latency.observe(time.perf_counter() - started)
+        yield SSE_DONE
+
+    # -- Anthropic ---------------------------------------------------------------------------
+
+    @app.post("/sessions/{session_id}/v1/messages")
+    async def messages(session_id: str, request: Request) -> Response:
+        started = time.perf_counter()
+        manager.metrics.requests += 1
+        try:
+            session = session_for(request, session_id)
+            chat = parse_anthropic_request(await read_json(request))
+        except (_Rejected, WireError) as exc:
+            return error_response(_anthropic_envelope, exc)
+        message_id = "msg_" + uuid.uuid4().hex
+        if chat.stream:
+            return StreamingResponse(
+                _anthropic_events(session, chat, message_id, started),
+                media_type="text/event-stream",
+            )
+        try:
+            (choice,) = await session.chat(chat)
+        except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
+            return error_response(_anthropic_envelope, exc)
+        finally:
+            manager.metrics.request_latency.observe(time.perf_counter() - started)
+        return JSONResponse(anthropic_response(choice, model=model_name, message_id=message_id))
+
+    async def _anthropic_events(
+        session: GatewaySession, chat: ChatRequest, message_id: str, started: float
+    ) -> AsyncIterator[bytes]:
+        stream = AnthropicEventStream(model=model_name, message_id=message_id)
+        for event in stream.start():
+            yield anthropic_sse_event(event)
+        try:
+            async for item in _chat_events(session, chat):
+                if isinstance(item, StreamDelta):
+                    for event in stream.delta(item):
+                        yield anthropic_sse_event(event)
+                else:
+                    for event in stream.finish(item[0]):
+                        yield anthropic_sse_event(event)
+        except Exception as exc:  # deliberate boundary: the stream has started; send an error
+            manager.metrics.request_errors += 1
+            _, body = anthropic_error(500, f"generation failed: {type(exc).__name__}: {exc}")
+            yield anthropic_sse_event(body)
+        finally:
+            manager.metrics.request_latency.observe(time.perf_counter() - started)
+
+    return app
+
+
+async def _chat_events(
+    session: GatewaySession, chat: ChatRequest
+) -> AsyncIterator[StreamDelta | list[ChatChoice]]:
+    """Run a chat request, yielding text deltas as they are sampled, then the choices.
+
+    If the consumer goes away (client disconnect), the generation is cancelled and the session
+    releases its reservation; nothing is committed.
+    """
+    queue: asyncio.Queue[StreamDelta] = asyncio.Queue()
+
+    async def sink(delta: StreamDelta) -> None:
+        queue.put_nowait(delta)
+
+    task = asyncio.ensure_future(session.chat(chat, on_delta=sink))
+    try:
+        while not task.done() or not queue.empty():
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+            else:
+                getter.cancel()
+        yield task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task])
