@@ -21,6 +21,7 @@ from typing import Any
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import ReplyDecoder
 from uni_agent_core.gateway.metrics import GatewayMetrics
+from uni_agent_core.gateway.request import Message
 from uni_agent_core.gateway.session import GatewaySession, SessionSettings
 from uni_agent_core.inference.types import Engine
 from uni_agent_core.tools.parsers import ParserName
@@ -164,7 +165,9 @@ class SessionManager:
 
     async def _run_blocking(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         # Small encodes are cheaper inline than a thread hop; big ones must not block the loop.
-        size = sum(len(m.content) for a in args if isinstance(a, list) for m in a)
+        size = sum(
+            len(m.content) for a in args if isinstance(a, list) for m in a if isinstance(m, Message)
+        )
         if size < 4096:
             return fn(*args, **kwargs)
         loop = asyncio.get_running_loop()

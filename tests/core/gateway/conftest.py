@@ -61,6 +61,23 @@ class ScriptedEngine:
             prompt_tokens=len(request.prompt_ids),
         )
 
+    async def update_weights(self, state, version: int) -> None:
+        self.version = version
+
+    async def pause(self, mode: str = "keep") -> None:
+        return None
+
+    async def resume(self) -> None:
+        return None
+
+    def stats(self):
+        from uni_agent_core.inference.types import EngineStats
+
+        return EngineStats(policy_version=self.version)
+
+    async def close(self) -> None:
+        return None
+
 
 @pytest.fixture
 def make_session(tiny_tokenizer) -> Callable[..., tuple[GatewaySession, ScriptedEngine]]:
@@ -80,3 +97,8 @@ def make_session(tiny_tokenizer) -> Callable[..., tuple[GatewaySession, Scripted
         return session, engine
 
     return make
+
+
+@pytest.fixture(scope="session")
+def scripted_engine_cls() -> type[ScriptedEngine]:
+    return ScriptedEngine

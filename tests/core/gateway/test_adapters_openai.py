@@ -109,12 +109,12 @@ def test_parse_multi_turn_conversation_with_parallel_tool_calls() -> None:
                     {
                         "id": "call_b",
                         "type": "function",
-                        "function": {"name": "shell", "arguments": "not json"},
+                        "function": {"name": "shell", "arguments": '{"cmd":"pwd"}'},
                     },
                     {
                         "id": "call_c",
                         "type": "function",
-                        "function": {"name": "shell", "arguments": "[1, 2]"},
+                        "function": {"name": "shell", "arguments": {"cmd": "id"}},
                     },
                 ],
             },
@@ -140,8 +140,8 @@ def test_parse_multi_turn_conversation_with_parallel_tool_calls() -> None:
             reasoning_content="look first",
             tool_calls=[
                 ToolCall(id="call_a", name="shell", arguments={"cmd": "ls"}),
-                ToolCall(id="call_b", name="shell", arguments="not json"),
-                ToolCall(id="call_c", name="shell", arguments="[1, 2]"),
+                ToolCall(id="call_b", name="shell", arguments={"cmd": "pwd"}),
+                ToolCall(id="call_c", name="shell", arguments={"cmd": "id"}),
             ],
         ),
         Message(role="tool", content="a.py", tool_call_id="call_a"),
@@ -280,6 +280,21 @@ BAD_PAYLOADS: dict[str, tuple[Any, str, str]] = {
         },
         "messages[1].tool_calls[0].function.arguments",
         "must be a JSON string",
+    ),
+    "arguments_not_json": (
+        {
+            "messages": [
+                _user(),
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"type": "function", "function": {"name": "f", "arguments": "{oops"}}
+                    ],
+                },
+            ]
+        },
+        "messages[1].tool_calls[0].function.arguments",
+        "must encode a JSON object",
     ),
     "unknown_key": ({"messages": [_user()], "functions": []}, "functions", "not supported"),
     "presence_penalty": (

@@ -331,6 +331,14 @@ def _parse_tool_calls(value: Any, message_path: str) -> list[ToolCall] | None:
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             parsed: dict[str, Any] | str = decode_arguments(arguments)
+            if not isinstance(parsed, dict):
+                # Our replies only ever carry object arguments, so this is not an echo of
+                # ours: the model would be trained against a history it never produced.
+                raise WireError(
+                    f"{call_path}.function.arguments must encode a JSON object, got "
+                    f"{arguments[:60]!r}",
+                    param=f"{call_path}.function.arguments",
+                )
         elif isinstance(arguments, dict):
             parsed = arguments
         else:
