@@ -12,6 +12,7 @@ process that started it goes away, so a crashed benchmark never leaves a server 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import threading
 import time
@@ -25,8 +26,8 @@ from uni_agent_core.inference.types import (
     TokenOutput,
 )
 
-REPLY_TOKENS = 26
-"""Tokens of the instant reply, EOS included (the shortest `shell` call the tiny tokenizer has)."""
+REPLY_TOKENS = 28
+"""Tokens of the instant reply, EOS included (a short `shell` call costs 27 tiny tokens)."""
 REPLY_LOGPROB = -0.5
 
 
@@ -42,15 +43,15 @@ def load_tiny_tokenizer() -> Any:
 def reply_ids(tokenizer: Any, tokens: int = REPLY_TOKENS) -> list[int]:
     """Token ids of a `shell` tool call in hermes format, EOS-terminated, exactly `tokens` long.
 
-    The command (`ls`) is padded with `x` until the reply reaches the requested length, so the reply
+    The command `ls` gets an argument of `x`s until the reply has the requested length, so it
     decodes to a well-formed call (the client echoes it back as an assistant `tool_calls`
     message, like a real agent harness).
     """
     eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
     for pad in range(4 * tokens):
-        command = "ls" + (" " + "x" * pad if pad else "")
-        text = f'<tool_call>\n{{"name": "shell", "arguments": {{"command": "{command}"}}}}\n</tool_call>'
-
+        command = "ls " + "x" * pad if pad else "ls"
+        call = {"name": "shell", "arguments": {"command": command}}
+        text = "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
         ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]
         if len(ids) == tokens:
             return ids

@@ -369,3 +369,42 @@ def test_sampling_overrides_follow_the_policy(make_session) -> None:
 
     run(go())
     assert ignoring.metrics.sampling_overrides_ignored == 1
+
+
+def test_ambiguous_deepest_rollback_splits_and_a_unique_one_wins(make_session) -> None:
+    session, engine = make_session()
+
+    async def go():
+        engine.replies = {0: "a", 1: "b", 2: "c1", 3: "c2"}
+        first = await ask(session, [SYSTEM, USER])
+        await ask(session, [SYSTEM, USER])  # sibling: same prompt, reply "b"
+        history = [SYSTEM, USER, assistant(first.content), tool("x")]
+        one = await ask(session, history)  # continues the "a" chain, reply "c1"
+        # Both the "a" chain (via its rollback-able latest turn) would match a rewrite here:
+        unique = await ask(session, history + [assistant("rewritten"), tool("y")])
+        return one, unique
+
+    one, unique = run(go())
+    assert unique.chain_id == one.chain_id and session.metrics.rollbacks == 1
+    check(session)
+
+
+def test_tied_rollback_candidates_open_a_new_chain(make_session) -> None:
+    session, engine = make_session()
+    engine.delay = 0.01
+
+    async def go():
+        engine.replies = {i: "same" for i in range(5)}
+        await ask(session, [SYSTEM, USER])
+        turn2 = [SYSTEM, USER, assistant("same"), tool("x")]
+        await asyncio.gather(ask(session, turn2), ask(session, turn2))  # A appends, B opens
+        turn3 = turn2 + [assistant("same"), tool("y")]
+        twins = await asyncio.gather(ask(session, turn3), ask(session, turn3))
+        tied = await ask(session, turn3 + [assistant("rewrite"), tool("z")])
+        return twins, tied
+
+    twins, tied = run(go())
+    assert len({c.chain_id for c in twins}) == 2
+    assert tied.chain_id not in {c.chain_id for c in twins}
+    assert session.metrics.ambiguous_rollbacks == 1 and session.metrics.rollbacks == 0
+    check(session)

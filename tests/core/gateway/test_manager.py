@@ -1,0 +1,58 @@
+"""SessionManager: long encodes run off the event loop; keys; limits; idle expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
+from uni_agent_core.gateway.request import ChatRequest, Message
+
+
+def test_a_long_encode_does_not_stall_other_sessions(tiny_tokenizer, scripted_engine_cls) -> None:
+    manager = SessionManager(scripted_engine_cls(tiny_tokenizer), tiny_tokenizer)
+    slow, _ = manager.create()
+    fast, _ = manager.create()
+    huge = Message(role="user", content="lorem ipsum dolor sit amet " * 80_000)
+    small = Message(role="user", content="hi")
+    finished: list[str] = []
+
+    async def chat(session, message, name):
+        await session.chat(ChatRequest(messages=[message]))
+        finished.append(name)
+
+    async def go():
+        big = asyncio.create_task(chat(slow, huge, "slow"))
+        await asyncio.sleep(0.01)  # the big encode is now running in the codec pool
+        started = time.perf_counter()
+        await chat(fast, small, "fast")
+        fast_latency = time.perf_counter() - started
+        await big
+        return fast_latency
+
+    fast_latency = asyncio.run(go())
+    assert finished == ["fast", "slow"]
+    assert fast_latency < 0.5
+
+
+def test_keys_limits_and_expiry(tiny_tokenizer, scripted_engine_cls) -> None:
+    manager = SessionManager(
+        scripted_engine_cls(tiny_tokenizer), tiny_tokenizer, max_sessions=2, session_ttl_s=10
+    )
+    a, key_a = manager.create(sampling={"temperature": 0.5})
+    b, _ = manager.create()
+    assert a.settings.temperature == 0.5
+    with pytest.raises(SessionLimitError):
+        manager.create()
+    assert manager.authenticate(a.session_id, key_a) is a
+    with pytest.raises(PermissionError):
+        manager.authenticate(a.session_id, "sk-wrong")
+    with pytest.raises(SessionNotFoundError):
+        manager.get("missing")
+    with pytest.raises(ValueError, match="unknown keys"):
+        manager.delete(b.session_id) or manager.create(sampling={"temprature": 1.0})
+    assert manager.expire_idle(now=a.last_used + 5) == 0
+    assert manager.expire_idle(now=a.last_used + 11) == 1
+    assert len(manager) == 0 and a.closed

@@ -1,0 +1,1 @@
+"""RL training: batches, losses, trainers, async orchestration (see DESIGN.md)."""
