@@ -53,6 +53,7 @@ class GatewayMetrics:
     capacity_closes: int = 0
     parse_failures: int = 0
     truncated_tool_calls: int = 0
+    invalid_tool_inputs: int = 0
     sampling_overrides_ignored: int = 0
     sessions_created: int = 0
     sessions_expired: int = 0
@@ -86,6 +87,10 @@ class GatewayMetrics:
             "capacity_closes_total": (self.capacity_closes, "chains closed at capacity"),
             "tool_parse_failures_total": (self.parse_failures, "replies whose tool calls failed"),
             "truncated_tool_calls_total": (self.truncated_tool_calls, "tool calls cut by length"),
+            "invalid_tool_inputs_total": (
+                self.invalid_tool_inputs,
+                "tool arguments sent to Anthropic clients as {} (not a JSON object)",
+            ),
             "sampling_overrides_ignored_total": (
                 self.sampling_overrides_ignored,
                 "request sampling parameters ignored",

@@ -27,21 +27,23 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from uni_agent_core.gateway.adapters.anthropic import (
+from uni_agent_core.gateway.adapters.anthropic import anthropic_error, parse_anthropic_request
+from uni_agent_core.gateway.adapters.anthropic_render import (
     AnthropicEventStream,
-    anthropic_error,
     anthropic_response,
     anthropic_sse_event,
-    parse_anthropic_request,
+    invalid_tool_inputs,
 )
 from uni_agent_core.gateway.adapters.errors import WireError
 from uni_agent_core.gateway.adapters.openai import (
-    SSE_DONE,
-    OpenAIChunkStream,
     openai_error,
     openai_include_usage,
-    openai_response,
     parse_openai_request,
+)
+from uni_agent_core.gateway.adapters.openai_render import (
+    SSE_DONE,
+    OpenAIChunkStream,
+    openai_response,
     sse_event,
 )
 from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
@@ -314,6 +316,7 @@ def create_app(
             return error_response(_anthropic_envelope, exc)
         finally:
             manager.metrics.request_latency.observe(time.perf_counter() - started)
+        manager.metrics.invalid_tool_inputs += invalid_tool_inputs(choice)
         return JSONResponse(anthropic_response(choice, model=model_name, message_id=message_id))
 
     async def _anthropic_events(
@@ -328,6 +331,7 @@ def create_app(
                     for event in stream.delta(item):
                         yield anthropic_sse_event(event)
                 else:
+                    manager.metrics.invalid_tool_inputs += invalid_tool_inputs(item[0])
                     for event in stream.finish(item[0]):
                         yield anthropic_sse_event(event)
         except Exception as exc:  # deliberate boundary: the stream has started; send an error

@@ -19,14 +19,16 @@ from anthropic.types import RawMessageStreamEvent
 from pydantic import TypeAdapter
 
 from uni_agent_core.gateway.adapters.anthropic import (
-    AnthropicEventStream,
     anthropic_error,
+    anthropic_wire_error,
+    parse_anthropic_request,
+)
+from uni_agent_core.gateway.adapters.anthropic_render import (
+    AnthropicEventStream,
     anthropic_response,
     anthropic_sse_event,
     anthropic_stream_events,
-    anthropic_wire_error,
     invalid_tool_inputs,
-    parse_anthropic_request,
 )
 from uni_agent_core.gateway.adapters.errors import WireError
 from uni_agent_core.gateway.adapters.openai import parse_openai_request

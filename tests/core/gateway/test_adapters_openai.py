@@ -15,14 +15,16 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from uni_agent_core.gateway.adapters.errors import WireError
 from uni_agent_core.gateway.adapters.openai import (
-    SSE_DONE,
-    OpenAIChunkStream,
     openai_error,
     openai_include_usage,
-    openai_response,
-    openai_stream_chunks,
     openai_wire_error,
     parse_openai_request,
+)
+from uni_agent_core.gateway.adapters.openai_render import (
+    SSE_DONE,
+    OpenAIChunkStream,
+    openai_response,
+    openai_stream_chunks,
     sse_event,
 )
 from uni_agent_core.gateway.request import (
