@@ -14,23 +14,29 @@ Figures, all measured in this run (this machine is noisy; compare ratios, not ab
 
 1. baseline: the engine called directly, per turn, with the same `GenerateRequest` sizes;
 2. CPU per turn at 1 session: in-process (`session.chat` on a `SessionManager`, measured with
-   `time.process_time`) and over HTTP (a `bench/_gateway_server.py` subprocess on 127.0.0.1,
-   CPU from `/proc/<pid>/stat` utime+stime deltas; clients are `httpx.AsyncClient`s in this
-   process speaking OpenAI Chat Completions JSON);
+   `time.process_time`) and over HTTP (a `bench/_gateway_server.py` subprocess on 127.0.0.1;
+   clients are `httpx.AsyncClient`s in this process speaking OpenAI Chat Completions JSON).
+   Server CPU comes from `/proc/<pid>/stat` utime+stime deltas over whole phases; a single
+   turn is shorter than stat's 10 ms tick, so per-turn figures (1-session and long-session
+   rows) sum the server's per-thread `/proc/<pid>/task/*/schedstat` (ns) around each request;
 3. turns/s of one gateway process at 100 and 1000 concurrent sessions (each session a coroutine
    doing its turns one after another; stops starting turns after `--phase-timeout` s). Client
    and server share this machine's cores, so the server's CPU share and its turns per
-   CPU-second (the capacity of a saturated process) are printed next to it;
+   CPU-second (the capacity of a saturated process) are printed next to it. Each HTTP session
+   gets its own `AsyncClient` (`--sessions-per-client`): one httpx pool of 1000 connections
+   costs the client ~4 ms CPU per request and would measure httpx, not the gateway;
 4. latency added over the direct engine call (p50 / p99) at 1, 100 and 1000 sessions;
 5. CPU at turn 1, 20 and 200 of single long sessions (median over `--long-repeats` sessions and
-   a 3-turn window ending at that turn; HTTP per-turn CPU needs ns resolution, so it is read
-   from the server's per-thread `/proc/<pid>/task/*/schedstat`);
+   a 3-turn window ending at that turn; turn 1 opens the chain with a full render, later turns
+   append a delta);
 6. memory per live session: server RSS delta over the 1000-session phase / live sessions, and
    per stored token (the chains' prompt + response tokens); in-process, the Python object
    graph of sampled sessions is walked to split it into chains, call records and the rest.
 
-Targets are printed next to each figure. `--profile` prints the top of a cProfile of the
-in-process path (1-session and long-session phases).
+Every phase checks the TITO invariant on (some of) its sessions, over HTTP from the server's
+`/trajectories` and `/calls`. Targets are printed next to each figure. `--profile` adds extra,
+profiled in-process runs (1-session and long-session) after the measurements and prints the
+top of the cProfile.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from uni_agent_core.gateway.request import ChatRequest, Message, ToolCall
 from uni_agent_core.gateway.session import GatewaySession
 from uni_agent_core.gateway.tito import tito_violations
 from uni_agent_core.inference.types import GenerateRequest
+from uni_agent_core.types import EngineCall, Trajectory
 
 TARGET_CPU_MS = 0.4
 TARGET_TURNS_S = 1500.0
@@ -151,6 +158,8 @@ class PhaseResult:
     """Turn index (1-based) -> CPU seconds of that turn, one entry per session."""
     stored_tokens: int = 0
     sessions: int = 0
+    rss_after: int = 0
+    """Server RSS right after the last turn (HTTP phases)."""
 
     @property
     def rate(self) -> float:
@@ -246,7 +255,8 @@ def sequential_inproc(
         part, live = asyncio.run(inproc_phase(manager, wl, 1, turns, timeout))
         total.turns += part.turns
         total.wall_s += part.wall_s
-        total.cpu_s += part.cpu_s
+        # Only `session.chat` itself: the phase also spans this client's message building.
+        total.cpu_s += sum(v for values in part.turn_cpu.values() for v in values)
         total.latencies += part.latencies
         for turn, values in part.turn_cpu.items():
             total.turn_cpu.setdefault(turn, []).extend(values)
@@ -323,7 +333,8 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway server exited early:\n{self.log()}")
             try:
-                if httpx.get(self.base + "/health", timeout=1.0).status_code == 200:
+                health = httpx.get(self.base + "/health", timeout=1.0, trust_env=False)
+                if health.status_code == 200:
                     return
             except httpx.TransportError:
                 pass
@@ -450,6 +461,7 @@ def http_client(connections: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         timeout=httpx.Timeout(120.0),
+        trust_env=False,  # never route 127.0.0.1 traffic through a configured proxy
     )
 
 
@@ -497,9 +509,27 @@ async def http_phase(
         result.cpu_s = server.cpu_s() - cpu0
         result.client_cpu_s = time.process_time() - client0
         result.stored_tokens = sum(s.stored_tokens for s in live)
+        result.rss_after = server.rss()
+        await check_http_tito(admin, server.base, live[:2])
         if not keep:
             await close_sessions(admin, server.base, live)
     return result, live
+
+
+async def check_http_tito(
+    client: httpx.AsyncClient, base: str, sessions: list[HttpSession]
+) -> None:
+    """The server's own record of these sessions must satisfy the TITO invariant."""
+    for s in sessions:
+        root = f"{base}/sessions/{s.session_id}"
+        trajectories = (await client.get(root + "/trajectories", headers=s.headers)).json()
+        calls = (await client.get(root + "/calls", headers=s.headers)).json()
+        problems = tito_violations(
+            [Trajectory.model_validate(t) for t in trajectories],
+            [EngineCall.model_validate(c) for c in calls],
+        )
+        if problems or not calls:
+            raise RuntimeError(f"TITO violated over HTTP in {s.session_id}: {problems[:3]}")
 
 
 async def http_close(server: Server, live: list[HttpSession]) -> None:
@@ -507,13 +537,17 @@ async def http_close(server: Server, live: list[HttpSession]) -> None:
         await close_sessions(client, server.base, live)
 
 
-def sequential_http(server: Server, wl: Workload, sessions: int, turns: int, timeout: float):
+def sequential_http(
+    server: Server, wl: Workload, sessions: int, turns: int, timeout: float
+) -> PhaseResult:
+    """`sessions` HTTP sessions one after another; server CPU per turn recorded."""
     total = PhaseResult(sessions=1)
     for _ in range(sessions):
         part, _ = asyncio.run(http_phase(server, wl, 1, turns, timeout, per_turn_cpu=True))
         total.turns += part.turns
         total.wall_s += part.wall_s
-        total.cpu_s += part.cpu_s
+        # Per-turn schedstat readings (ns); the phase's utime+stime delta has 10 ms ticks.
+        total.cpu_s += sum(v for values in part.turn_cpu.values() for v in values)
         total.latencies += part.latencies
         for turn, values in part.turn_cpu.items():
             total.turn_cpu.setdefault(turn, []).extend(values)
@@ -549,18 +583,6 @@ def print_table(rows: list[Row]) -> None:
         print(" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
 
 
-@contextlib.contextmanager
-def maybe_profile(profiler: cProfile.Profile | None) -> Iterator[None]:
-    if profiler is None:
-        yield
-        return
-    profiler.enable()
-    try:
-        yield
-    finally:
-        profiler.disable()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
@@ -588,7 +610,6 @@ def main() -> None:
     wl = build_workload(tokenizer, codec, max(args.turns, args.long_turns), args.context_tokens)
     engine = InstantEngine(wl.reply_ids)
     manager = SessionManager(engine, tokenizer, max_sessions=1 << 20)
-    profiler = cProfile.Profile() if args.profile else None
     progress(
         f"workload: first prompt {wl.first_prompt_tokens} tokens, ~{wl.tokens_per_turn} "
         f"tokens per turn (reply {len(wl.reply_ids)}), turn-20 prompt "
@@ -606,8 +627,7 @@ def main() -> None:
     progress(f"direct engine: {direct.turns} calls, {ms(direct_cpu)} CPU per call")
 
     # In-process.
-    with maybe_profile(profiler):
-        single = sequential_inproc(manager, wl, args.single_sessions, args.turns, 60.0)
+    single = sequential_inproc(manager, wl, args.single_sessions, args.turns, 60.0)
     progress(f"in-process, 1 session: {single.turns} turns, {ms(single.cpu_s / single.turns)}/turn")
     concurrent: dict[int, PhaseResult] = {}
     footprint: dict[str, float] = {}
@@ -625,10 +645,7 @@ def main() -> None:
             manager.delete(session.session_id)
         del live
         progress(f"in-process, {n} sessions: {result.turns} turns, {result.rate:.0f} turns/s")
-    with maybe_profile(profiler):
-        long_in = sequential_inproc(
-            manager, wl, args.long_repeats, args.long_turns, args.phase_timeout
-        )
+    long_in = sequential_inproc(manager, wl, args.long_repeats, args.long_turns, args.phase_timeout)
     progress(f"in-process, long sessions: {long_in.turns} turns")
 
     # HTTP.
@@ -654,7 +671,7 @@ def main() -> None:
                     )
                 )
                 if n == max(args.sessions):
-                    rss_delta = server.rss() - rss0
+                    rss_delta = result.rss_after - rss0
                     rss_per_session = rss_delta / n
                     bytes_per_token = rss_delta / max(1, result.stored_tokens)
                 asyncio.run(http_close(server, live))
@@ -773,7 +790,7 @@ def main() -> None:
             (
                 "in-process: Python heap per session (chains / calls / other)",
                 f"{footprint['chains'] / 1024:.0f} / {footprint['calls'] / 1024:.0f} / "
-                f"{footprint['other'] / 1024:.0f} KiB",
+                f"{footprint['other'] / 1024:.1f} KiB",
                 f"{footprint['tokens']:.0f} stored tokens",
                 "",
                 "",
@@ -816,11 +833,20 @@ def main() -> None:
         f"tokens; long sessions: {args.long_turns} turns x {args.long_repeats}\n"
     )
     print_table(rows)
-    if profiler is not None:
+    if args.profile:
+        # Profiled separately: the profiler's own overhead must not leak into the table.
+        profiler = cProfile.Profile()
+        profiler.enable()
+        sequential_inproc(manager, wl, args.single_sessions, args.turns, 60.0)
+        sequential_inproc(manager, wl, 1, args.long_turns, args.phase_timeout)
+        profiler.disable()
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime")
         stats.print_stats(30)
-        print("\ncProfile of the in-process path (1-session and long-session phases), by tottime:")
+        print(
+            f"\ncProfile of the in-process path ({args.single_sessions} x {args.turns} turns + "
+            f"1 x {args.long_turns} turns), by tottime:"
+        )
         print(out.getvalue())
 
 
