@@ -303,7 +303,7 @@ def session_footprint(sessions: list[GatewaySession]) -> dict[str, float]:
         ]
         seen = {id(o) for o in shared}
         parts["chains"] += deep_size([session.chains], seen)
-        parts["calls"] += deep_size([session.calls], seen)
+        parts["calls"] += deep_size([session._calls], seen)
         parts["other"] += deep_size([session], seen)
     return {k: v / len(sessions) for k, v in parts.items()}
 

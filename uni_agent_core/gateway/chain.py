@@ -21,8 +21,14 @@ prefix hashes of the message history it represents. For a request with messages 
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+
+def token_array(values: list[int] | None = None) -> array:
+    """A compact int32 token buffer (4 bytes a token, invisible to the garbage collector)."""
+    return array("i", values or ())
 
 
 class Continuation(StrEnum):
@@ -33,19 +39,22 @@ class Continuation(StrEnum):
     NEW = "new"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Chain:
     """One token-level trajectory of a session."""
 
     id: int
-    prompt_ids: list[int]
     tools_key: bytes
-    hashes: list[bytes]
-    """Prefix hashes of the history (request messages + latest assistant); len = history + 1."""
-    response_ids: list[int] = field(default_factory=list)
-    mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
+    digests: bytes
+    """Prefix hashes of the history (request messages + latest assistant), 32 bytes each,
+    concatenated (history + 1 of them); a flat blob costs no per-digest object."""
+    # Token buffers are typed arrays: 13 bytes a response token in all (int32 id, int8 mask,
+    # float32 logprob — what engines produce — and int32 version).
+    prompt_ids: array = field(default_factory=token_array)
+    response_ids: array = field(default_factory=token_array)
+    mask: array = field(default_factory=lambda: array("b"))
+    logprobs: array = field(default_factory=lambda: array("f"))
+    versions: array = field(default_factory=token_array)
     ended: bool = True
     """Whether the buffer ends with the end-of-turn token (False after a `length` stop)."""
     rollback_cut: int | None = None
@@ -61,9 +70,13 @@ class Chain:
     latest_call: int | None = None
     """Index (in the session's call list) of the call that produced the latest assistant."""
 
+    def digest(self, i: int) -> bytes:
+        """The prefix hash of the first `i` history messages."""
+        return self.digests[32 * i : 32 * i + 32]
+
     @property
     def history_len(self) -> int:
-        return len(self.hashes) - 1
+        return len(self.digests) // 32 - 1
 
     @property
     def k(self) -> int:
@@ -109,9 +122,10 @@ def select_chain(
         if chain.reserved or chain.closed or chain.tools_key != tools_key:
             continue
         k = chain.k
-        if m <= k or request_hashes[k] != chain.hashes[k]:
+        if m <= k or request_hashes[k] != chain.digest(k):
             continue
-        if m > chain.history_len and request_hashes[chain.history_len] == chain.hashes[-1]:
+        history_len = k + 1
+        if m > history_len and request_hashes[history_len] == chain.digest(history_len):
             exact.append((k + 1, chain.updated, chain.id, chain))
         elif enable_rollback and chain.rollback_cut is not None:
             if k > rollback_depth:

@@ -10,9 +10,10 @@ domain separator, so `prefix_hashes(m)[i]` identifies `m[:i]` exactly.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from uni_agent_core.gateway.request import Message
 
@@ -23,18 +24,25 @@ EMPTY_PREFIX = hashlib.sha256(_DOMAIN).digest()
 def _arguments(value: dict[str, Any] | str) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return orjson.loads(value)
         except ValueError:
             return value
     return value
 
 
 def canonical_message(message: Message) -> bytes:
-    """The bytes that identify a message for chain matching."""
+    """The bytes that identify a message for chain matching.
+
+    A plain message (role and text only, the bulk of any history) is hashed from its raw
+    UTF-8 text with no serialisation; anything richer goes through canonical JSON. The leading
+    byte keeps the two forms apart.
+    """
+    if message.tool_calls is None and message.name is None and message.reasoning_content is None:
+        return b"p" + message.role.encode() + b"\x00" + message.content.encode()
     record: list[Any] = [message.role, message.content, message.name, message.reasoning_content]
     if message.tool_calls:
         record.append([[call.name, _arguments(call.arguments)] for call in message.tool_calls])
-    return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    return b"j" + orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
 
 
 def extend_hash(prefix: bytes, message: Message) -> bytes:
@@ -54,5 +62,4 @@ def tools_key(tools: list[dict[str, Any]] | None) -> bytes:
     """Identity of a tool list (exact list equality; None and [] are the same: no tools)."""
     if not tools:
         return b"no-tools"
-    blob = json.dumps(tools, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).digest()
+    return hashlib.sha256(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).digest()

@@ -17,15 +17,15 @@ touches the session's chains.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from uni_agent_core.gateway.adapters.anthropic import anthropic_error, parse_anthropic_request
 from uni_agent_core.gateway.adapters.anthropic_render import (
@@ -70,6 +70,15 @@ def _api_key(request: Request) -> str | None:
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
     return request.headers.get("x-api-key")
+
+
+class JSONResponse(Response):
+    """A JSON response serialised with orjson (several times faster than the stdlib)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
 
 
 class _Rejected(Exception):
@@ -117,7 +126,7 @@ def create_app(
         if not body:
             return None
         try:
-            return json.loads(body)
+            return orjson.loads(body)
         except ValueError as exc:
             raise _Rejected(400, f"request body is not valid JSON: {exc}") from None
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from array import array
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from uni_agent_core.gateway.chain import Chain, Continuation, select_chain
+from uni_agent_core.gateway.chain import Chain, Continuation, select_chain, token_array
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import DecodedReply, ReplyDecoder
 from uni_agent_core.gateway.hashing import extend_hash, prefix_hashes, tools_key
@@ -34,6 +35,7 @@ from uni_agent_core.inference.types import Engine, FinishReason, GenerateRequest
 from uni_agent_core.types import EngineCall, Trajectory
 
 DeltaSink = Callable[[StreamDelta], Awaitable[None]]
+_CONTEXT_VERSION = array("i", [-1])
 
 
 class SessionClosedError(RuntimeError):
@@ -65,19 +67,67 @@ class SessionSettings:
 
 @dataclass
 class _Plan:
-    """A prepared generation: where its tokens go and what the engine sees."""
+    """A prepared generation: where its tokens go and what the engine sees.
+
+    Nothing is written to the chain before commit: the plan holds the delta (context tokens to
+    append) and, for a rollback, the index the chain is cut back to.
+    """
 
     kind: Continuation
     chain: Chain
     is_new: bool
-    response_ids: list[int]
-    mask: list[int]
-    logprobs: list[float]
-    versions: list[int]
     history_hashes: list[bytes]
+    cut: int | None = None
     dropped_trainable: int = 0
-    max_new_tokens: int = 0
+    delta: list[int] = field(default_factory=list)
     prompt: list[int] = field(default_factory=list)
+
+
+@dataclass(eq=False, slots=True)
+class _CallRecord:
+    """One engine call, stored by reference into its chain.
+
+    By construction the call's prompt is the chain's first `prompt_len` tokens and its output
+    the `output_len` tokens after them, so nothing is copied — until a rollback cuts the chain
+    there, when `freeze` keeps a copy of both.
+    """
+
+    chain: Chain
+    prompt_len: int
+    output_len: int
+    finish_reason: str
+    superseded: bool = False
+    frozen: tuple[array, array, array, array] | None = None
+    """(prompt, output ids, logprobs, versions), copied before a rollback cut."""
+
+    def _view(self) -> tuple[array, array, array, array]:
+        if self.frozen is not None:
+            return self.frozen
+        chain = self.chain
+        start = self.prompt_len - len(chain.prompt_ids)
+        end = start + self.output_len
+        return (
+            chain.prompt_ids + chain.response_ids[:start],
+            chain.response_ids[start:end],
+            chain.logprobs[start:end],
+            chain.versions[start:end],
+        )
+
+    def freeze(self) -> None:
+        if self.frozen is None:
+            self.frozen = self._view()
+
+    def to_engine_call(self) -> EngineCall:
+        prompt, output, logprobs, versions = self._view()
+        return EngineCall.model_construct(
+            chain_id=self.chain.id,
+            prompt_ids=prompt.tolist(),
+            output_ids=output.tolist(),
+            output_logprobs=logprobs.tolist(),
+            policy_version=versions.tolist(),
+            finish_reason=self.finish_reason,
+            superseded=self.superseded,
+        )
 
 
 class GatewaySession:
@@ -103,7 +153,7 @@ class GatewaySession:
         self.metrics = metrics
         self.metadata = dict(metadata or {})
         self.chains: list[Chain] = []
-        self.calls: list[EngineCall] = []
+        self._calls: list[_CallRecord] = []
         self.closed = False
         self.last_used = time.monotonic()
         self._lock = asyncio.Lock()
@@ -134,17 +184,22 @@ class GatewaySession:
             raise
         return list(choices)
 
+    @property
+    def calls(self) -> list[EngineCall]:
+        """Every engine call so far, in order (materialised on demand)."""
+        return [record.to_engine_call() for record in self._calls]
+
     def trajectories(self) -> list[Trajectory]:
         """Every chain as a `Trajectory` (chains with nothing generated yet are skipped)."""
         return [
             Trajectory(
                 session_id=self.session_id,
                 chain_id=c.id,
-                prompt_ids=list(c.prompt_ids),
-                response_ids=list(c.response_ids),
-                loss_mask=list(c.mask),
-                logprobs=list(c.logprobs),
-                policy_versions=list(c.versions),
+                prompt_ids=c.prompt_ids.tolist(),
+                response_ids=c.response_ids.tolist(),
+                loss_mask=c.mask.tolist(),
+                logprobs=c.logprobs.tolist(),
+                policy_versions=c.versions.tolist(),
                 finish_reason=c.finish_reason,
                 num_turns=c.turns,
                 metadata={
@@ -204,46 +259,32 @@ class GatewaySession:
         key: bytes,
     ) -> _Plan:
         if chain is None:
-            chain = Chain(id=next(self._ids), prompt_ids=[], tools_key=key, hashes=[])
-            return _Plan(Continuation.NEW, chain, True, [], [], [], [], hashes)
-        response, mask = list(chain.response_ids), list(chain.mask)
-        logprobs, versions = list(chain.logprobs), list(chain.versions)
-        dropped = 0
+            chain = Chain(id=next(self._ids), tools_key=key, digests=b"")
+            return _Plan(Continuation.NEW, chain, True, hashes)
         if kind is Continuation.ROLLBACK:
             cut = chain.rollback_cut
             assert cut is not None
-            dropped = sum(mask[cut:])
-            del response[cut:], mask[cut:], logprobs[cut:], versions[cut:]
-        return _Plan(
-            kind,
-            chain,
-            False,
-            response,
-            mask,
-            logprobs,
-            versions,
-            hashes,
-            dropped_trainable=dropped,
-        )
+            dropped = sum(chain.mask[cut:])
+            return _Plan(kind, chain, False, hashes, cut=cut, dropped_trainable=dropped)
+        return _Plan(kind, chain, False, hashes)
 
     async def _encode(self, plan: _Plan, request: ChatRequest, hashes: list[bytes]) -> None:
         messages, tools = request.messages, request.tools
+        chain = plan.chain
         if plan.kind is Continuation.NEW:
             prompt = await self._blocking(self.codec.encode_full, messages, tools)
-            plan.chain.prompt_ids = prompt
-        else:
-            chain = plan.chain
-            depth = chain.history_len if plan.kind is Continuation.APPEND else chain.k
-            ended = chain.ended if plan.kind is Continuation.APPEND else True
-            delta = await self._blocking(
-                self.codec.encode_delta, messages[depth:], tools, previous_ended=ended
-            )
-            self._check_generation_prompt(delta)
-            plan.response_ids += delta
-            plan.mask += [0] * len(delta)
-            plan.logprobs += [0.0] * len(delta)
-            plan.versions += [-1] * len(delta)
-        plan.prompt = plan.chain.prompt_ids + plan.response_ids
+            chain.prompt_ids = token_array(prompt)
+            plan.prompt = prompt
+            return
+        depth = chain.history_len if plan.kind is Continuation.APPEND else chain.k
+        ended = chain.ended if plan.kind is Continuation.APPEND else True
+        delta = await self._blocking(
+            self.codec.encode_delta, messages[depth:], tools, previous_ended=ended
+        )
+        self._check_generation_prompt(delta)
+        plan.delta = delta
+        kept = chain.response_ids if plan.cut is None else chain.response_ids[: plan.cut]
+        plan.prompt = chain.prompt_ids.tolist() + kept.tolist() + delta
 
     def _check_generation_prompt(self, delta: list[int]) -> None:
         gen, sep = self.codec.generation_prompt_ids, self.codec.separator_ids
@@ -269,15 +310,19 @@ class GatewaySession:
         if room is not None and room <= 0:
             return await self._exhausted(index, plan)
         sampling = dict(sampling)
+        seed = sampling.pop("seed")
         max_new = sampling.pop("max_tokens") or room or 1 << 30
         if room is not None:
             max_new = min(max_new, room)
-        engine_request = GenerateRequest(
+        # Internal, already-validated values: skip re-validating a long prompt every turn.
+        engine_request = GenerateRequest.model_construct(
             prompt_ids=plan.prompt,
             max_new_tokens=max_new,
             stop_token_ids=stop_ids,
             session_id=self.session_id,
-            request_id=f"{self.session_id}-{len(self.calls)}-{index}",
+            request_id=f"{self.session_id}-{len(self._calls)}-{index}",
+            ignore_eos=False,
+            seed=seed,
             **sampling,
         )
         output = await self._call_engine(index, engine_request, request, on_delta)
@@ -329,54 +374,59 @@ class GatewaySession:
             raise RuntimeError("the engine aborted the generation; nothing was recorded")
         chain = plan.chain
         async with self._lock:
-            gen_start = len(plan.response_ids)
-            plan.response_ids += output.token_ids
-            plan.mask += [1] * len(output.token_ids)
-            plan.logprobs += output.logprobs
-            plan.versions += output.policy_version
-            self.calls.append(
-                EngineCall(
-                    chain_id=chain.id,
-                    prompt_ids=plan.prompt,
-                    output_ids=list(output.token_ids),
-                    output_logprobs=list(output.logprobs),
-                    policy_version=list(output.policy_version),
+            if plan.kind is Continuation.ROLLBACK:
+                assert plan.cut is not None and chain.latest_call is not None
+                superseded = self._calls[chain.latest_call]
+                superseded.freeze()
+                superseded.superseded = True
+                for buffer in (chain.response_ids, chain.mask, chain.logprobs, chain.versions):
+                    del buffer[plan.cut :]
+            n_delta, n_out = len(plan.delta), len(output.token_ids)
+            chain.response_ids.extend(plan.delta)
+            chain.mask.frombytes(bytes(n_delta))
+            chain.logprobs.frombytes(bytes(4 * n_delta))
+            chain.versions.extend(_CONTEXT_VERSION * n_delta)
+            gen_start = len(chain.response_ids)
+            chain.response_ids.extend(output.token_ids)
+            chain.mask.frombytes(b"\x01" * n_out)
+            chain.logprobs.extend(output.logprobs)
+            chain.versions.extend(output.policy_version)
+            self._calls.append(
+                _CallRecord(
+                    chain=chain,
+                    prompt_len=len(plan.prompt),
+                    output_len=n_out,
                     finish_reason=str(output.finish_reason),
                 )
             )
             if plan.kind is Continuation.NEW:
-                cut = None
+                chain.rollback_cut = None
             else:
                 gen_len = len(self.codec.generation_prompt_ids) + len(self.codec.separator_ids)
-                cut = gen_start - gen_len
+                chain.rollback_cut = gen_start - gen_len
             said = Message(
                 role="assistant", content=reply.content, tool_calls=reply.tool_calls or None
             )
             history = plan.history_hashes
-            chain.hashes = history + [extend_hash(history[-1], said)]
-            chain.response_ids, chain.mask = plan.response_ids, plan.mask
-            chain.logprobs, chain.versions = plan.logprobs, plan.versions
-            chain.rollback_cut = cut
-            chain.ended = bool(output.token_ids) and output.token_ids[-1] == self.codec.eos_token_id
+            chain.digests = b"".join(history) + extend_hash(history[-1], said)
+            chain.ended = bool(n_out) and output.token_ids[-1] == self.codec.eos_token_id
             chain.finish_reason = reply.finish_reason
-            chain.turns += 1
             chain.updated = next(self._clock)
             if plan.kind is Continuation.ROLLBACK:
-                if chain.latest_call is not None:
-                    self.calls[chain.latest_call].superseded = True
-                chain.turns -= 1  # the rewritten turn no longer counts as sampled
                 chain.rollbacks += 1
                 chain.dropped_trainable_tokens += plan.dropped_trainable
                 self.metrics.rollbacks += 1
                 self.metrics.rollback_dropped_tokens += plan.dropped_trainable
-            elif plan.kind is Continuation.NEW:
-                self.metrics.chains_opened += 1
-                if len(self.chains) > 1:
-                    self.metrics.splits += 1
+            else:
+                chain.turns += 1
+                if plan.kind is Continuation.NEW:
+                    self.metrics.chains_opened += 1
+                    if len(self.chains) > 1:
+                        self.metrics.splits += 1
             capacity = self.settings.max_total_tokens
             if capacity is not None and chain.total_tokens >= capacity:
                 chain.closed, chain.finish_reason = True, "length"
-            chain.latest_call = len(self.calls) - 1
+            chain.latest_call = len(self._calls) - 1
             chain.reserved = False
 
     async def _exhausted(self, index: int, plan: _Plan) -> ChatChoice:

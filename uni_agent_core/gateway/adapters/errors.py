@@ -9,8 +9,9 @@ alike.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 
 class WireError(Exception):
@@ -148,7 +149,7 @@ def decode_arguments(arguments: str) -> dict[str, Any] | str:
     such an echo equal to what the model produced.
     """
     try:
-        decoded = json.loads(arguments)
+        decoded = orjson.loads(arguments)
     except ValueError:
         return arguments
     return decoded if isinstance(decoded, dict) else arguments

@@ -249,7 +249,22 @@ def _parse_stop(value: Any) -> list[str]:
     return list(stops)
 
 
+_PLAIN_KEYS = frozenset({"role", "content"})
+_TOOL_RESULT_KEYS = frozenset({"role", "content", "tool_call_id"})
+
+
 def _parse_message(raw: Any, i: int) -> Message:
+    # Fast path for the bulk of any history: `{"role": ..., "content": "text"}`. Every check
+    # of the full path holds trivially here, so the record is built without re-validation.
+    if type(raw) is dict and raw.keys() <= _PLAIN_KEYS:
+        role_value, content = raw.get("role"), raw.get("content")
+        role = _ROLES.get(role_value) if type(role_value) is str else None
+        if role is not None and type(content) is str:
+            return Message.model_construct(role=role, content=content)
+    if type(raw) is dict and raw.keys() <= _TOOL_RESULT_KEYS and raw.get("role") == "tool":
+        content, call_id = raw.get("content"), raw.get("tool_call_id")
+        if type(content) is str and type(call_id) is str:
+            return Message.model_construct(role="tool", content=content, tool_call_id=call_id)
     path = f"messages[{i}]"
     message = require_object(raw, path)
     role_value = message.get("role")
