@@ -243,8 +243,8 @@ def create_app(
         entry = {"id": model_name, "object": "model", "created": 0, "owned_by": "agent-rl"}
         return JSONResponse({"object": "list", "data": [entry]})
 
-    @app.post("/sessions/{session_id}/v1/chat/completions")
-    async def chat_completions(session_id: str, request: Request) -> Response:
+    async def chat_completions(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
         started = time.perf_counter()
         manager.metrics.requests += 1
         try:
@@ -304,8 +304,8 @@ def create_app(
 
     # -- Anthropic ---------------------------------------------------------------------------
 
-    @app.post("/sessions/{session_id}/v1/messages")
-    async def messages(session_id: str, request: Request) -> Response:
+    async def messages(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
         started = time.perf_counter()
         manager.metrics.requests += 1
         try:
@@ -350,6 +350,9 @@ def create_app(
         finally:
             manager.metrics.request_latency.observe(time.perf_counter() - started)
 
+    # The two hot endpoints are plain Starlette routes: no dependency resolution per request.
+    app.add_route("/sessions/{session_id}/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_route("/sessions/{session_id}/v1/messages", messages, methods=["POST"])
     return app
 
 

@@ -280,7 +280,7 @@ def _parse_message(raw: Any, i: int) -> Message:
             f"{path}.tool_calls: only assistant messages may carry tool calls, got role {role!r}",
             param=f"{path}.tool_calls",
         )
-    return Message(
+    return Message.model_construct(  # every field is checked by hand above
         role=role,
         content=_parse_content(message.get("content"), f"{path}.content"),
         name=optional_str(message.get("name"), f"{path}.name"),
@@ -357,7 +357,8 @@ def _parse_tool_calls(value: Any, message_path: str) -> list[ToolCall] | None:
                 param=f"{call_path}.function.arguments",
             )
         calls.append(
-            ToolCall(
+            # Every field is checked above, so the record is built without re-validation.
+            ToolCall.model_construct(
                 id=optional_str(call.get("id"), f"{call_path}.id"),
                 name=require_str(function.get("name"), f"{call_path}.function.name"),
                 arguments=parsed,
