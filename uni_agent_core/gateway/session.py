@@ -172,17 +172,23 @@ class GatewaySession:
         sampling = self._sampling(request)
         stop_ids = self._stop_token_ids(request)
         plans = await self._prepare(request)
+        tasks = [
+            asyncio.ensure_future(self._generate(i, plan, request, sampling, stop_ids, on_delta))
+            for i, plan in enumerate(plans)
+        ]
         try:
-            choices = await asyncio.gather(
-                *(
-                    self._generate(i, plan, request, sampling, stop_ids, on_delta)
-                    for i, plan in enumerate(plans)
-                )
-            )
+            samples = await asyncio.gather(*tasks)
+            # All samples are in: commit them together, so a request either records every
+            # sample or (on any failure) none.
+            return [await self._commit(*sample) for sample in samples]
         except BaseException:
+            # One sample failed or the caller went away: stop the siblings too, then release
+            # every reservation that was not committed.
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
             await asyncio.shield(self._release(plans))
             raise
-        return list(choices)
 
     @property
     def calls(self) -> list[EngineCall]:
@@ -304,11 +310,12 @@ class GatewaySession:
         sampling: dict[str, Any],
         stop_ids: list[int],
         on_delta: DeltaSink | None,
-    ) -> ChatChoice:
+    ) -> tuple[int, _Plan, TokenOutput | None, DecodedReply | None]:
+        """Sample one reply for `plan` (nothing is committed here)."""
         capacity = self.settings.max_total_tokens
         room = None if capacity is None else capacity - len(plan.prompt)
         if room is not None and room <= 0:
-            return await self._exhausted(index, plan)
+            return index, plan, None, None
         sampling = dict(sampling)
         seed = sampling.pop("seed")
         max_new = sampling.pop("max_tokens") or room or 1 << 30
@@ -326,20 +333,10 @@ class GatewaySession:
             **sampling,
         )
         output = await self._call_engine(index, engine_request, request, on_delta)
+        if output.finish_reason is FinishReason.ABORT:
+            raise RuntimeError("the engine aborted the generation; nothing was recorded")
         reply = self.decoder.decode(output.token_ids, output.finish_reason, request.tools)
-        await self._commit(plan, output, reply)
-        self.metrics.observe_call(len(plan.prompt), output)
-        return ChatChoice(
-            index=index,
-            content=reply.content,
-            tool_calls=reply.tool_calls,
-            finish_reason=reply.finish_reason,
-            chain_id=plan.chain.id,
-            prompt_tokens=len(plan.prompt),
-            completion_tokens=len(output.token_ids),
-            cached_tokens=output.cached_prefix_tokens,
-            parse_error=reply.parse_error,
-        )
+        return index, plan, output, reply
 
     async def _call_engine(
         self,
@@ -369,9 +366,16 @@ class GatewaySession:
         assert output is not None
         return output
 
-    async def _commit(self, plan: _Plan, output: TokenOutput, reply: DecodedReply) -> None:
-        if output.finish_reason is FinishReason.ABORT:
-            raise RuntimeError("the engine aborted the generation; nothing was recorded")
+    async def _commit(
+        self,
+        index: int,
+        plan: _Plan,
+        output: TokenOutput | None,
+        reply: DecodedReply | None,
+    ) -> ChatChoice:
+        """Write a sample into its chain and answer with the client's view of it."""
+        if output is None or reply is None:
+            return await self._exhausted(index, plan)
         chain = plan.chain
         async with self._lock:
             if plan.kind is Continuation.ROLLBACK:
@@ -428,6 +432,18 @@ class GatewaySession:
                 chain.closed, chain.finish_reason = True, "length"
             chain.latest_call = len(self._calls) - 1
             chain.reserved = False
+        self.metrics.observe_call(len(plan.prompt), output)
+        return ChatChoice(
+            index=index,
+            content=reply.content,
+            tool_calls=reply.tool_calls,
+            finish_reason=reply.finish_reason,
+            chain_id=chain.id,
+            prompt_tokens=len(plan.prompt),
+            completion_tokens=len(output.token_ids),
+            cached_tokens=output.cached_prefix_tokens,
+            parse_error=reply.parse_error,
+        )
 
     async def _exhausted(self, index: int, plan: _Plan) -> ChatChoice:
         """The chain has no room left: close it without calling the engine."""

@@ -408,3 +408,17 @@ def test_tied_rollback_candidates_open_a_new_chain(make_session) -> None:
     assert tied.chain_id not in {c.chain_id for c in twins}
     assert session.metrics.ambiguous_rollbacks == 1 and session.metrics.rollbacks == 0
     check(session)
+
+
+def test_a_failing_sample_cancels_its_siblings_and_commits_nothing(make_session) -> None:
+    session, engine = make_session()
+    engine.fail = {1}
+    engine.delay = 0.01
+
+    async def go():
+        with pytest.raises(RuntimeError, match="scripted engine failure"):
+            await session.chat(ChatRequest(messages=[SYSTEM, USER], n=3))
+        await asyncio.sleep(0.05)
+
+    run(go())
+    assert session.chains == [] and session.calls == []
