@@ -36,11 +36,13 @@ test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Until the end-to-end Prefect flow lands, the demo runs the most complete thing that exists:
-# offline policies, recipe validation, a chat turn through the HF engine, and the engine bench.
+# offline policies, recipe validation, a chat turn through the HF engine, a tool conversation
+# through a live gateway (with its exact-token record), and the engine bench.
 demo: setup
 	$(BIN)/agent-rl models prepare tiny smollm2-135m
 	$(BIN)/agent-rl recipe validate recipes/*.yaml
 	$(BIN)/agent-rl chat --model smollm2-135m "What is the capital of France?"
+	$(BIN)/agent-rl gateway demo --model smollm2-135m --turns 3
 	$(BIN)/python bench/engine.py --models tiny --repeats 1
 
 lint: setup

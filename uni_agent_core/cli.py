@@ -85,6 +85,12 @@ def _cmd_gateway_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_gateway_demo(args: argparse.Namespace) -> int:
+    from uni_agent_core.gateway.demo import run_demo
+
+    return run_demo(model=args.model, turns=args.turns)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full `agent-rl` argument parser."""
     parser = argparse.ArgumentParser(prog="agent-rl", description=__doc__.splitlines()[0])
@@ -131,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-total-tokens", type=int, default=None, help="chain capacity")
     serve.add_argument("--session-ttl-s", type=float, default=None, help="idle session expiry")
     serve.set_defaults(func=_cmd_gateway_serve)
+    demo = gateway_sub.add_parser(
+        "demo", help="a short tool conversation through a live gateway, with its token record"
+    )
+    demo.add_argument("--model", default="smollm2-135m")
+    demo.add_argument("--turns", type=int, default=3)
+    demo.set_defaults(func=_cmd_gateway_demo)
 
     chat = sub.add_parser("chat", help="one chat turn with a policy through the HF engine")
     chat.add_argument("prompt")
