@@ -254,17 +254,17 @@ _TOOL_RESULT_KEYS = frozenset({"role", "content", "tool_call_id"})
 
 
 def _parse_message(raw: Any, i: int) -> Message:
-    # Fast path for the bulk of any history: `{"role": ..., "content": "text"}`. Every check
-    # of the full path holds trivially here, so the record is built without re-validation.
+    # Fast path for the bulk of any history: `{"role": ..., "content": "text"}` and plain tool
+    # results, whose every check of the full path holds trivially.
     if type(raw) is dict and raw.keys() <= _PLAIN_KEYS:
         role_value, content = raw.get("role"), raw.get("content")
         role = _ROLES.get(role_value) if type(role_value) is str else None
         if role is not None and type(content) is str:
-            return Message.model_construct(role=role, content=content)
+            return Message(role=role, content=content)
     if type(raw) is dict and raw.keys() <= _TOOL_RESULT_KEYS and raw.get("role") == "tool":
         content, call_id = raw.get("content"), raw.get("tool_call_id")
         if type(content) is str and type(call_id) is str:
-            return Message.model_construct(role="tool", content=content, tool_call_id=call_id)
+            return Message(role="tool", content=content, tool_call_id=call_id)
     path = f"messages[{i}]"
     message = require_object(raw, path)
     role_value = message.get("role")
@@ -280,7 +280,7 @@ def _parse_message(raw: Any, i: int) -> Message:
             f"{path}.tool_calls: only assistant messages may carry tool calls, got role {role!r}",
             param=f"{path}.tool_calls",
         )
-    return Message.model_construct(  # every field is checked by hand above
+    return Message(
         role=role,
         content=_parse_content(message.get("content"), f"{path}.content"),
         name=optional_str(message.get("name"), f"{path}.name"),
@@ -357,8 +357,7 @@ def _parse_tool_calls(value: Any, message_path: str) -> list[ToolCall] | None:
                 param=f"{call_path}.function.arguments",
             )
         calls.append(
-            # Every field is checked above, so the record is built without re-validation.
-            ToolCall.model_construct(
+            ToolCall(
                 id=optional_str(call.get("id"), f"{call_path}.id"),
                 name=require_str(function.get("name"), f"{call_path}.function.name"),
                 arguments=parsed,
