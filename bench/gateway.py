@@ -71,6 +71,7 @@ from uni_agent_core.gateway.request import ChatRequest, Message, ToolCall
 from uni_agent_core.gateway.session import GatewaySession
 from uni_agent_core.gateway.tito import tito_violations
 from uni_agent_core.inference.types import GenerateRequest
+from uni_agent_core.tools.catalog import SHELL_TOOL
 from uni_agent_core.types import EngineCall, Trajectory
 
 TARGET_CPU_MS = 0.4
@@ -83,20 +84,7 @@ SYSTEM = (
     "run tests; answer with one tool call per turn."
 )
 USER = "The test tests/test_parser.py::test_nested fails. Find the bug and fix it."
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "shell",
-            "description": "Run a shell command in the repository and return its output.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string", "description": "the command"}},
-                "required": ["command"],
-            },
-        },
-    }
-]
+TOOLS = [SHELL_TOOL]
 SERVER_SCRIPT = Path(__file__).with_name("_gateway_server.py")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")

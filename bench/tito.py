@@ -40,6 +40,7 @@ from uni_agent_core.gateway.request import ChatRequest, Message, SamplingOverrid
 from uni_agent_core.gateway.session import GatewaySession, SessionSettings
 from uni_agent_core.gateway.tito import tito_violations
 from uni_agent_core.inference import HFEngine
+from uni_agent_core.tools.catalog import SHELL_TOOL
 
 DEFAULT_CONVERSATIONS = {"tiny": 20, "smollm2-135m": 6}
 DEFAULT_TURNS = {"tiny": 6, "smollm2-135m": 4}
@@ -60,20 +61,7 @@ TASKS = [
     "Show the git log of the last three commits.",
 ]
 NUDGE = "Please use the shell tool to make progress: reply with a tool call."
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "shell",
-            "description": "Run a shell command in the repository and return its output.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string", "description": "the command"}},
-                "required": ["command"],
-            },
-        },
-    }
-]
+TOOLS = [SHELL_TOOL]
 _CALL_PROBLEM = re.compile(r"^call (\d+):")
 _CHAIN_PROBLEM = re.compile(r"^chain (\d+):")
 

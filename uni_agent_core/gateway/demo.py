@@ -14,20 +14,8 @@ from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.testing import running_gateway
 from uni_agent_core.gateway.tito import tito_violations
 from uni_agent_core.inference.hf_engine import HFEngine
+from uni_agent_core.tools.catalog import SHELL_TOOL
 from uni_agent_core.types import EngineCall, Trajectory
-
-_SHELL = {
-    "type": "function",
-    "function": {
-        "name": "shell",
-        "description": "Run a shell command in the repository.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string"}},
-            "required": ["command"],
-        },
-    },
-}
 
 
 def run_demo(model: str = "smollm2-135m", turns: int = 3, max_tokens: int = 48) -> int:
@@ -46,7 +34,7 @@ def run_demo(model: str = "smollm2-135m", turns: int = 3, max_tokens: int = 48) 
         ]
         for turn in range(turns):
             reply = client.chat.completions.create(
-                model=model, messages=messages, tools=[_SHELL], max_tokens=max_tokens
+                model=model, messages=messages, tools=[SHELL_TOOL], max_tokens=max_tokens
             )
             message = reply.choices[0].message
             shown = (message.content or "").replace("\n", " ")[:70]
