@@ -1,0 +1,1 @@
+"""Sandboxes: isolated workspaces where agents act and tests run (see `base.py`)."""
