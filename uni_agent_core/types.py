@@ -8,10 +8,11 @@ call's output appears verbatim as a trainable span of that chain).
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class ExitReason(StrEnum):
@@ -26,6 +27,49 @@ class ExitReason(StrEnum):
     SANDBOX_ERROR = "sandbox_error"
     HARNESS_ERROR = "harness_error"
     ENGINE_ERROR = "engine_error"
+
+
+class TaskSpec(BaseModel):
+    """One task in SWE-bench row form, plus how to build and check it.
+
+    `FAIL_TO_PASS`/`PASS_TO_PASS` accept the published JSON-string form as well as lists.
+    The per-sample overrides (`harness`, `sandbox`, `reward`, `prompt`) are recipe sections
+    (as plain mappings, validated by the consumer) that replace the run's defaults for this
+    task only, so one async batch can mix harnesses, sandbox backends and rewards.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    instance_id: str
+    repo: str = ""
+    base_commit: str = ""
+    problem_statement: str
+    patch: str = ""
+    """The gold patch (never shown to the agent)."""
+    test_patch: str = ""
+    """The hidden tests, applied only in the verifier's fresh sandbox."""
+    FAIL_TO_PASS: list[str] = Field(default_factory=list)
+    PASS_TO_PASS: list[str] = Field(default_factory=list)
+    version: str = ""
+    source: dict[str, Any] = Field(default_factory=dict)
+    """How to build the repository: an image, a local tarball, or a generator seed."""
+    test_cmd: str = ""
+    log_parser: str = "pytest"
+    difficulty: str | None = None
+    harness: dict[str, Any] | None = None
+    sandbox: dict[str, Any] | None = None
+    reward: dict[str, Any] | None = None
+    prompt: str | None = None
+
+    @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
+    @classmethod
+    def _decode_test_lists(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            decoded = json.loads(value) if value.strip() else []
+            if not isinstance(decoded, list):
+                raise ValueError("must be a JSON list of test names")
+            return decoded
+        return value
 
 
 class EngineCall(BaseModel):
