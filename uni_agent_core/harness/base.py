@@ -1,0 +1,54 @@
+"""The harness contract: drive one episode of a task through a gateway session.
+
+`Harness.run(task, sandbox, endpoint) -> HarnessResult`. The endpoint is a gateway session (its
+OpenAI and Anthropic base URLs and API key); the harness talks to it over HTTP exactly like any
+agent would, acts in the sandbox, and reports how the episode ended. A harness never computes
+reward: verification happens afterwards, in a fresh sandbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from uni_agent_core.sandbox.base import Sandbox
+from uni_agent_core.types import ExitReason, TaskSpec
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a harness reaches the policy: one gateway session."""
+
+    openai_base_url: str
+    anthropic_base_url: str
+    api_key: str
+    model: str = "agent-rl-policy"
+
+    @classmethod
+    def from_session(cls, created: dict[str, Any], model: str = "agent-rl-policy") -> Endpoint:
+        """From the body of `POST /sessions`."""
+        return cls(
+            openai_base_url=created["openai_base_url"],
+            anthropic_base_url=created["anthropic_base_url"],
+            api_key=created["api_key"],
+            model=model,
+        )
+
+
+@dataclass
+class HarnessResult:
+    """How an episode ended."""
+
+    exit_reason: ExitReason
+    steps: int
+    """Model calls made."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Counters and details: tool calls, tool errors, format errors, nudges, last error."""
+
+
+@runtime_checkable
+class Harness(Protocol):
+    """An agent program."""
+
+    async def run(self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint) -> HarnessResult:
+        ...
