@@ -33,6 +33,9 @@ class ReactHarnessConfig(ConfigModel):
     tool_parser: Literal["native", "hermes", "xml"] = "native"
     """`native` uses the gateway's tool calling (parsed by `gateway.tool_parser`); `hermes` or
     `xml` describe tools in the prompt and parse calls from plain text in the harness."""
+    on_no_tool_call: Literal["nudge", "stop"] = "nudge"
+    """A reply without a tool call gets a reminder to use a tool (`nudge`, counted against
+    `format_error_budget`) or ends the episode with `finished` (`stop`)."""
     format_error_budget: int = Field(default=3, ge=0)
     """Malformed tool calls tolerated per episode (each answered with a correction message);
     one more ends the episode with `format_error_budget`."""

@@ -50,5 +50,4 @@ class HarnessResult:
 class Harness(Protocol):
     """An agent program."""
 
-    async def run(self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint) -> HarnessResult:
-        ...
+    async def run(self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint) -> HarnessResult: ...
