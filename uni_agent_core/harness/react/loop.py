@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from uni_agent_core.tools.registry import ToolSet
 
 from uni_agent_core.config.harness import ReactHarnessConfig
 from uni_agent_core.harness.base import Endpoint, HarnessResult
@@ -36,6 +35,7 @@ from uni_agent_core.harness.react.policies import (
 )
 from uni_agent_core.harness.react.prompts import SYSTEM_PROMPT, task_prompt
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
+from uni_agent_core.tools.registry import ToolSet
 from uni_agent_core.types import ExitReason, TaskSpec
 
 logger = logging.getLogger(__name__)
