@@ -1,0 +1,418 @@
+"""`LocalSandbox`: the embedded default backend, a bubblewrap-isolated workspace on this host.
+
+Each sandbox owns a host directory with `workspace/` (mounted at `/workspace`, the task's repo
+in `/workspace/repo`) and `tmp/` (mounted at `/tmp`); both outlive single commands, processes do
+not (see `bwrap.py`). Limits come from `limits.py`: a per-sandbox cgroup where one is writable,
+per-process rlimits otherwise; `limits` says which are in force. Every command has a
+timeout that kills its whole process tree, and the sandbox a wall-clock deadline after which
+everything in it is killed and every call raises `SandboxDeadlineError`.
+
+File calls (`read_file`, `write_file`, `upload`, `download`) act on the host directory directly;
+paths are resolved inside the workspace and anything that leads out of it, by `..`, an absolute
+path or a symlink, is refused with `PermissionError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import posixpath
+import shlex
+import shutil
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.bwrap import bwrap_argv, find_bwrap
+from uni_agent_core.sandbox.limits import Limits, join_argv
+from uni_agent_core.sandbox.process import kill_group, run_process
+from uni_agent_core.sandbox.workspace_files import confine, copy_path, force_rmtree
+
+if TYPE_CHECKING:
+    from uni_agent_core.config.sandbox import LocalSandboxConfig
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MOUNT_POINT = PurePosixPath("/workspace")
+"""The workspace inside a bubblewrap sandbox (also `HOME`)."""
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_MAX_OUTPUT_BYTES = 10 * 1024 * 1024
+TIMEOUT_EXIT_CODE = 124
+_REMOVE_TIMEOUT_S = 120.0
+
+
+class LocalSandbox:
+    """A workspace on this host whose commands run under bubblewrap (or, trusted, without).
+
+    Use as `async with LocalSandbox(...) as sb:`; `close()` runs on every path.
+    """
+
+    def __init__(
+        self,
+        *,
+        isolation: Literal["bubblewrap", "none"] = "bubblewrap",
+        memory_mb: int = 4096,
+        max_processes: int = 256,
+        network: bool = False,
+        exec_timeout_s: float = 120.0,
+        wall_clock_s: float = 3600.0,
+        startup_timeout_s: float = 60.0,
+        cpu_time_s: int | None = None,
+        workdir: str = "/workspace/repo",
+        env: Mapping[str, str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        use_cgroups: bool = True,
+        hide_paths: Sequence[str] = (),
+        root_dir: str | None = None,
+        bwrap_path: str | None = None,
+        diff_base: str = "HEAD",
+    ) -> None:
+        """Configures the sandbox; nothing is created until `start()`.
+
+        Args:
+            isolation: `bubblewrap`, or `none` to run commands directly on the host in the
+                scratch directory (trusted tasks only; logged as a warning).
+            memory_mb: Memory cap in MiB (whole sandbox with a cgroup, else per process).
+            max_processes: Cap on processes alive at once in the sandbox.
+            network: Share the host's network; otherwise only a private loopback exists.
+            exec_timeout_s: Default per-command timeout.
+            wall_clock_s: Deadline on the whole sandbox, counted from `start()`.
+            startup_timeout_s: Time allowed for `start()`.
+            cpu_time_s: Optional CPU-seconds rlimit per process.
+            workdir: The repository inside the sandbox, under `/workspace`.
+            env: Extra environment of every command (per-call `env` overrides it).
+            max_output_bytes: Bytes of stdout and of stderr kept per command.
+            use_cgroups: Use a per-sandbox cgroup for limits when one is writable.
+            hide_paths: Host paths hidden inside the sandbox (e.g. task data, hidden tests).
+            root_dir: Host directory that holds the sandbox's directory; None is the temp dir.
+                It is hidden inside every sandbox, so sandboxes cannot see each other.
+            bwrap_path: bubblewrap binary; None looks up `bwrap` on PATH.
+            diff_base: The commit `diff()` compares the working tree with.
+        """
+        sandbox_workdir = PurePosixPath(posixpath.normpath(workdir))
+        if MOUNT_POINT not in sandbox_workdir.parents and sandbox_workdir != MOUNT_POINT:
+            raise ValueError(f"workdir {workdir!r} must be under {MOUNT_POINT}")
+        for name, value in (("exec_timeout_s", exec_timeout_s), ("wall_clock_s", wall_clock_s)):
+            if value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        self.isolation = isolation
+        self.memory_mb = memory_mb
+        self.max_processes = max_processes
+        self.network = network
+        self.exec_timeout_s = exec_timeout_s
+        self.wall_clock_s = wall_clock_s
+        self.startup_timeout_s = startup_timeout_s
+        self.cpu_time_s = cpu_time_s
+        self.max_output_bytes = max_output_bytes
+        self.use_cgroups = use_cgroups
+        self.hide_paths = tuple(hide_paths)
+        self.diff_base = diff_base
+        self.workdir: PurePosixPath = sandbox_workdir
+        """The repo inside the sandbox; without isolation, its host path (known after start)."""
+        self.limits: Limits | None = None
+        """The limits and what enforces each; set by `start()`."""
+        self._extra_env = dict(env or {})
+        self._root_dir = root_dir
+        self._bwrap_path = bwrap_path
+        self._mount = MOUNT_POINT
+        self._root: Path | None = None
+        self._bwrap = ""
+        self._bash = ""
+        self._deadline = 0.0
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        self._start_lock = asyncio.Lock()
+        self._started = False
+        self._expired = False
+        self._closed = False
+        self._processes: set[asyncio.subprocess.Process] = set()
+
+    @classmethod
+    def from_config(cls, config: LocalSandboxConfig, **overrides: Any) -> LocalSandbox:
+        """A sandbox with the recipe's limits; `overrides` sets any other constructor argument."""
+        kwargs: dict[str, Any] = {
+            "isolation": config.isolation,
+            "memory_mb": config.memory_mb,
+            "max_processes": config.max_processes,
+            "network": config.network,
+            "exec_timeout_s": config.exec_timeout_s,
+            "wall_clock_s": config.wall_clock_s,
+            "startup_timeout_s": config.startup_timeout_s,
+        }
+        return cls(**(kwargs | overrides))
+
+    async def __aenter__(self) -> LocalSandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def host_dir(self) -> Path:
+        """The sandbox's host directory (`workspace/` and `tmp/`); raises before `start()`."""
+        if self._root is None:
+            raise SandboxError("the sandbox is not started")
+        return self._root
+
+    async def start(self) -> None:
+        """Creates the directories and cgroup, starts the deadline, runs a probe command.
+
+        Raises:
+            SandboxError: bubblewrap (or `prlimit`, `bash`) is missing, the probe failed, or
+                startup took longer than `startup_timeout_s`; nothing is left behind.
+        """
+        async with self._start_lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed; create a new one")
+            if self._started:
+                return
+            try:
+                async with asyncio.timeout(self.startup_timeout_s):
+                    await self._start()
+            except TimeoutError as e:
+                await self.close()
+                raise SandboxError(
+                    f"sandbox did not start within {self.startup_timeout_s:g} s"
+                ) from e
+            except BaseException:
+                await self.close()
+                raise
+            self._started = True
+
+    async def _start(self) -> None:
+        if self.isolation == "bubblewrap":
+            self._bwrap = find_bwrap(self._bwrap_path)
+        else:
+            logger.warning(
+                "LocalSandbox with isolation='none': commands run UNISOLATED on this host with "
+                "its network and file system; use it for trusted tasks only"
+            )
+        prlimit, bash = shutil.which("prlimit"), shutil.which("bash")
+        if prlimit is None or bash is None:
+            raise SandboxError("the local sandbox needs `prlimit` (util-linux) and `bash`")
+        self._bash = bash
+        root = Path(tempfile.mkdtemp(prefix="agent-rl-sandbox-", dir=self._root_dir))
+        self._root = root
+        workspace = root / "workspace"
+        (workspace / self.workdir.relative_to(MOUNT_POINT)).mkdir(parents=True)
+        (root / "tmp").mkdir()
+        if self.isolation == "none":
+            self._mount = PurePosixPath(workspace)
+            self.workdir = self._mount / self.workdir.relative_to(MOUNT_POINT)
+
+        self.limits = Limits.create(
+            f"agent-rl-{os.getpid()}-{uuid.uuid4().hex[:12]}",
+            prlimit=prlimit,
+            memory_mb=self.memory_mb,
+            max_processes=self.max_processes,
+            cpu_time_s=self.cpu_time_s,
+            use_cgroups=self.use_cgroups,
+        )
+
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self.wall_clock_s
+        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+        probe = await self.exec("exit 0", timeout=self.startup_timeout_s, cwd=str(self._mount))
+        if not probe.ok:
+            raise SandboxError(
+                f"the sandbox cannot run commands (exit {probe.exit_code}): "
+                f"{probe.stderr.strip() or probe.stdout.strip()}"
+            )
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Runs `command` with bash in the sandbox.
+
+        Args:
+            command: A bash script.
+            timeout: Seconds until the command's whole process tree is killed (exit code 124,
+                `timed_out`); None uses `exec_timeout_s`.
+            cwd: Working directory (relative paths are relative to `workdir`); default `workdir`.
+            env: Extra environment variables of this command.
+
+        Raises:
+            SandboxDeadlineError: The sandbox's wall-clock deadline has passed (or passed while
+                the command ran); everything in the sandbox has been killed.
+            SandboxError: The sandbox is not started or is closed.
+        """
+        root = self._check_usable()
+        limit = self.exec_timeout_s if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be > 0, got {limit}")
+        remaining = self._deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            self._expire()
+            raise self._deadline_error()
+        work = PurePosixPath(posixpath.normpath(self.workdir / (cwd or ".")))
+        env_all = {
+            "PATH": DEFAULT_PATH,
+            "HOME": str(self._mount),
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp" if self.isolation == "bubblewrap" else str(root / "tmp"),
+            **self._extra_env,
+            **(env or {}),
+        }
+        limits = self.limits
+        assert limits is not None
+        command_argv = [*limits.prefix, self._bash, "-c", command]
+        if self.isolation == "bubblewrap":
+            argv = bwrap_argv(
+                self._bwrap,
+                workspace_host=root / "workspace",
+                tmp_host=root / "tmp",
+                mount_point=MOUNT_POINT,
+                cwd=work,
+                env=env_all,
+                network=self.network,
+                hidden=[*self.hide_paths, *self._hidden_root_dir()],
+                command=command_argv,
+            )
+            host_cwd, process_env = root, {"PATH": os.environ.get("PATH", DEFAULT_PATH)}
+        else:
+            argv, host_cwd, process_env = command_argv, Path(work), env_all
+        if limits.cgroup is not None:
+            argv = join_argv(limits.cgroup.procs_files(), argv)
+        finished = await run_process(
+            argv,
+            env=process_env,
+            cwd=host_cwd,
+            timeout_s=min(limit, remaining),
+            max_output_bytes=self.max_output_bytes,
+            on_start=self._processes.add,
+            on_end=self._processes.discard,
+        )
+        if self._closed:
+            raise SandboxError("the sandbox was closed while the command ran")
+        if self._expired or (finished.timed_out and remaining <= limit):
+            self._expire()
+            raise self._deadline_error()
+        if finished.timed_out:
+            return ExecResult(TIMEOUT_EXIT_CODE, finished.stdout, finished.stderr, timed_out=True)
+        return ExecResult(finished.returncode, finished.stdout, finished.stderr)
+
+    async def read_file(self, path: str) -> str:
+        """The text of a workspace file (undecodable bytes become U+FFFD)."""
+        host = self._host_path(path)
+        return await self._io(host.read_text, encoding="utf-8", errors="replace")
+
+    async def write_file(self, path: str, content: str) -> None:
+        """Writes a workspace file, creating its parent directories."""
+        host = self._host_path(path)
+
+        def write() -> None:
+            host.parent.mkdir(parents=True, exist_ok=True)
+            host.write_text(content, encoding="utf-8")
+
+        await self._io(write)
+
+    async def upload(self, local_path: str, sandbox_path: str) -> None:
+        """Copies a host file or directory into the workspace (symlinks are copied as links)."""
+        await self._io(copy_path, Path(local_path), self._host_path(sandbox_path))
+
+    async def download(self, sandbox_path: str, local_path: str) -> None:
+        """Copies a workspace file or directory out to the host (symlinks stay links)."""
+        await self._io(copy_path, self._host_path(sandbox_path), Path(local_path))
+
+    async def diff(self) -> str:
+        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
+
+        Untracked files are staged into a throwaway index, so the repo's own index is untouched;
+        files that `.gitignore` ignores are left out.
+
+        Raises:
+            SandboxError: `workdir` is not a git repository or git failed.
+        """
+        script = (
+            "set -e; scratch=$(mktemp -d); trap 'rm -rf \"$scratch\"' EXIT; "
+            'index=$(git rev-parse --git-path index); [ -f "$index" ] && '
+            'cp "$index" "$scratch/index"; export GIT_INDEX_FILE="$scratch/index"; '
+            "git add -A; git -c core.quotepath=off diff --cached --binary --no-color "
+            f"--no-ext-diff {shlex.quote(self.diff_base)} --"
+        )
+        result = await self.exec(script, cwd=str(self.workdir))
+        if not result.ok:
+            raise SandboxError(
+                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
+                f"{result.stderr.strip()}"
+            )
+        return result.stdout
+
+    async def close(self) -> None:
+        """Kills every process and removes the sandbox's directory and cgroup (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
+        for process in list(self._processes):
+            kill_group(process)
+        root, cgroup = self._root, self.limits.cgroup if self.limits else None
+        try:
+            if cgroup is not None:
+                await cgroup.remove()
+        finally:
+            if root is not None:
+                try:
+                    async with asyncio.timeout(_REMOVE_TIMEOUT_S):
+                        await asyncio.to_thread(force_rmtree, root)
+                except TimeoutError as e:
+                    raise SandboxError(f"removing {root} took over {_REMOVE_TIMEOUT_S} s") from e
+
+    def _check_usable(self) -> Path:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        if self._root is None:
+            raise SandboxError("the sandbox is not started; call start() or use `async with`")
+        if self._expired:
+            raise self._deadline_error()
+        return self._root
+
+    def _expire(self) -> None:
+        """Kills everything in the sandbox once its wall-clock deadline passes."""
+        if self._expired:
+            return
+        self._expired = True
+        logger.warning(
+            "sandbox %s passed its %g s deadline; killing it", self._root, self.wall_clock_s
+        )
+        for process in list(self._processes):
+            kill_group(process)
+        if self.limits is not None and self.limits.cgroup is not None:
+            self.limits.cgroup.kill()
+
+    def _deadline_error(self) -> SandboxDeadlineError:
+        return SandboxDeadlineError(
+            f"sandbox {self._root} passed its wall-clock deadline ({self.wall_clock_s:g} s); "
+            "all its processes were killed"
+        )
+
+    def _hidden_root_dir(self) -> list[str]:
+        """The directory holding every sandbox on this host, unless `/tmp` already covers it."""
+        parent = self.host_dir.parent
+        return [] if parent == Path("/tmp") or Path("/tmp") in parent.parents else [str(parent)]
+
+    def _host_path(self, path: str) -> Path:
+        root = self._check_usable()
+        return confine(path, workdir=self.workdir, mount=self._mount, host=root / "workspace")
+
+    async def _io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Runs blocking file work in a thread, within `exec_timeout_s`."""
+        self._check_usable()
+        work: Awaitable[T] = asyncio.to_thread(fn, *args, **kwargs)
+        try:
+            async with asyncio.timeout(self.exec_timeout_s):
+                return await work
+        except TimeoutError as e:
+            raise SandboxError(f"file operation took over {self.exec_timeout_s:g} s") from e
