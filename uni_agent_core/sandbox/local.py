@@ -276,7 +276,7 @@ class LocalSandbox:
                 cwd=work,
                 env=env_all,
                 network=self.network,
-                hidden=[*self.hide_paths, *self._hidden_root_dir()],
+                hidden=[*self.hide_paths, *self._hidden_root_dir(), *self._hidden_host_data()],
                 command=command_argv,
             )
             host_cwd, process_env = root, {"PATH": os.environ.get("PATH", DEFAULT_PATH)}
@@ -397,6 +397,19 @@ class LocalSandbox:
             f"sandbox {self._root} passed its wall-clock deadline ({self.wall_clock_s:g} s); "
             "all its processes were killed"
         )
+
+    def _hidden_host_data(self) -> list[str]:
+        """Host places that hold task data an agent must not read: the agent-rl cache (built
+        tasks, datasets, hidden tests) and the directory the run was started from."""
+        from uni_agent_core.models.registry import cache_root
+
+        candidates = [cache_root(), Path.cwd()]
+        sandbox_root = self.host_dir
+        return [
+            str(path)
+            for path in candidates
+            if path != Path("/") and path.exists() and path not in sandbox_root.parents
+        ]
 
     def _hidden_root_dir(self) -> list[str]:
         """The directory holding every sandbox on this host, unless `/tmp` already covers it."""

@@ -342,3 +342,22 @@ def test_cancelled_exec_kills_its_processes_and_close_cleans_up(tmp_path: Path) 
         assert list(tmp_path.iterdir()) == []
 
     asyncio.run(main())
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_run_directory_and_cache_are_hidden_from_the_agent(monkeypatch) -> None:
+    # Outside /tmp (private in every sandbox), where the host is otherwise visible read-only.
+    secret_dir = Path("/var/tmp") / f"agent-rl-run-{uuid.uuid4().hex}"
+    secret_dir.mkdir()
+    try:
+        (secret_dir / "hidden_tests.py").write_text("assert answer == 42\n")
+        monkeypatch.chdir(secret_dir)
+
+        async def go():
+            async with LocalSandbox() as sandbox:
+                return await sandbox.exec(f"ls -A {secret_dir}; cat {secret_dir}/hidden_tests.py")
+
+        result = asyncio.run(go())
+    finally:
+        shutil.rmtree(secret_dir)
+    assert "hidden_tests.py" not in result.stdout and "42" not in result.stdout
