@@ -40,3 +40,25 @@ def test_bad_override_names_the_task_and_key() -> None:
         )
     text = str(info.value)
     assert "task django-1" in text and "harness.max_turn" in text and "max_turns" in text
+
+
+def test_reward_and_sandbox_sections_mix_per_task() -> None:
+    from uni_agent_core.config.reward import (
+        PartialCreditRewardConfig,
+        ResolvedRewardConfig,
+        RewardConfig,
+    )
+    from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
+
+    reward = section_for_task(
+        "reward",
+        RewardConfig,
+        ResolvedRewardConfig(),
+        {"type": "partial_credit"},
+        task_id="t",
+    )
+    assert isinstance(reward, PartialCreditRewardConfig)
+    sandbox = section_for_task(
+        "sandbox", SandboxConfig, LocalSandboxConfig(), {"memory_mb": 1024}, task_id="t"
+    )
+    assert isinstance(sandbox, LocalSandboxConfig) and sandbox.memory_mb == 1024
