@@ -1,0 +1,699 @@
+"""`DockerSandbox`: one container per rollout, driven through the `docker` CLI.
+
+The container is started detached with its caps (`--network none` unless allowed, `--memory`
+with swap off, `--pids-limit`, `--cpus`) and `sleep <wall_clock_s>` as its only process, so it
+stops by itself at the deadline even if this process dies (`--rm` then removes it). A host timer
+removes it at the same deadline; `close()` removes it on every path with `docker rm -f`.
+
+Commands do not rely on the CLI for their timeout: killing a `docker exec` client leaves its
+process running in the container. Every command instead runs under `timed_shell_argv`, a bash
+wrapper *inside* the sandbox that starts it under GNU `timeout -s KILL` in a process group of
+its own, kills that whole group when the command ends or times out (background children do not
+outlive their command) and records the group in a pid file. A command whose client outlives its
+timeout, or whose caller is cancelled, is killed through that pid file (`kill_group_argv`).
+The wrapper, `finish_exec` and `diff_script` are shared with the `swerex` and `modal` backends,
+whose transports have the same problem.
+
+The CLI is reached through a `CommandRunner`, so tests inject a fake that records argv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import posixpath
+import re
+import shlex
+import signal
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.workspace_files import copy_path
+
+if TYPE_CHECKING:
+    from uni_agent_core.config.sandbox import DockerSandboxConfig
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_OUTPUT_BYTES = 10 * 1024 * 1024
+TIMEOUT_EXIT_CODE = 124
+KILLED_EXIT_CODE = 128 + signal.SIGKILL
+EXEC_GRACE_S = 10.0
+"""Time a transport (CLI, HTTP, RPC) may take beyond a command's in-sandbox timeout before the
+host gives up on it."""
+CONTROL_TIMEOUT_S = 30.0
+"""Timeout of control commands: the pid-file kill, `mkdir` before a copy."""
+_REMOVE_TIMEOUT_S = 60.0
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DAEMON_ERRORS = (
+    "Error response from daemon",
+    "Error: No such container",
+    "OCI runtime exec failed",
+    "Cannot connect to the Docker daemon",
+    "error during connect",
+)
+"""How the docker CLI (rather than the command) reports a failure on stderr."""
+_GONE = ("No such container", "is already in progress")
+"""`docker rm -f` answers for a container that is already removed (or being removed)."""
+
+_TIMED_SHELL = """pidfile=$1 limit=$2 dir=$3 cmd=$4; shift 4
+cd -- "$dir" || exit 1
+timeout -s KILL "$limit" env -- "$@" bash -c "$cmd" &
+pid=$!
+echo "$pid" > "$pidfile" 2>/dev/null
+wait "$pid" 2>/dev/null; rc=$?
+kill -KILL -- "-$pid" 2>/dev/null
+rm -f -- "$pidfile"
+exit "$rc"
+"""
+# `timeout` (without --foreground) moves itself and the command into a new process group whose
+# id is its pid, so `kill -- -$pid` reaches every process of the command that did not setsid.
+# Background jobs of a non-interactive bash read /dev/null, like local commands.
+
+_KILL_GROUP = 'pid=$(cat -- "$1" 2>/dev/null) && kill -KILL -- "-$pid" 2>/dev/null; rm -f -- "$1"'
+
+
+def timed_shell_argv(
+    command: str, *, limit_s: float, cwd: str, env: Mapping[str, str], pidfile: str
+) -> list[str]:
+    """The argv that runs `command` with bash inside a sandbox and kills it after `limit_s`.
+
+    The sandbox needs bash and GNU coreutils (`timeout`, `env`).
+
+    Args:
+        command: A bash script.
+        limit_s: Seconds until the command's whole process group gets SIGKILL (exit 137).
+        cwd: Absolute working directory inside the sandbox.
+        env: Extra environment of the command, on top of the sandbox's own.
+        pidfile: Sandbox path where the wrapper records the command's process group.
+
+    Raises:
+        ValueError: An environment variable name is not a valid shell name.
+    """
+    for name in env:
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"environment variable name {name!r} is not a valid shell name")
+    assignments = [f"{name}={value}" for name, value in env.items()]
+    limit = f"{limit_s:.3f}"
+    return ["bash", "-c", _TIMED_SHELL, "agent-rl-exec", pidfile, limit, cwd, command, *assignments]
+
+
+def kill_group_argv(pidfile: str) -> list[str]:
+    """The argv that SIGKILLs the process group a `timed_shell_argv` command recorded."""
+    return ["bash", "-c", _KILL_GROUP, "agent-rl-kill", pidfile]
+
+
+def new_pidfile() -> str:
+    """A fresh pid-file path for one command (in the sandbox's /tmp)."""
+    return f"/tmp/.agent-rl-exec-{uuid.uuid4().hex}.pid"
+
+
+def finish_exec(
+    returncode: int, stdout: str, stderr: str, *, elapsed_s: float, limit_s: float
+) -> ExecResult:
+    """The `ExecResult` of a `timed_shell_argv` command.
+
+    The wrapper's SIGKILL shows as exit 137, like any other SIGKILL; it counts as the timeout
+    when at least `limit_s` passed on the host, which always holds for a real timeout (the host
+    clock starts before the sandbox's). A timed-out command reports exit 124.
+    """
+    if returncode == KILLED_EXIT_CODE and elapsed_s >= limit_s:
+        return ExecResult(TIMEOUT_EXIT_CODE, stdout, stderr, timed_out=True)
+    return ExecResult(returncode, stdout, stderr)
+
+
+def decode_capped(data: bytes, max_bytes: int | None, dropped: int = 0) -> str:
+    """UTF-8 text of `data` cut to `max_bytes`, saying how much was dropped (as `LocalSandbox`)."""
+    if max_bytes is not None and len(data) > max_bytes:
+        dropped += len(data) - max_bytes
+        data = data[:max_bytes]
+    text = data.decode("utf-8", errors="replace")
+    if dropped:
+        text += f"\n[output truncated: {dropped} more bytes dropped]"
+    return text
+
+
+def diff_script(diff_base: str) -> str:
+    """A bash script printing the patch from `diff_base` to the working tree, untracked files
+    included, staged through a throwaway index so the repository's own index is untouched."""
+    return (
+        "set -e; scratch=$(mktemp -d); trap 'rm -rf \"$scratch\"' EXIT; "
+        'index=$(git rev-parse --git-path index); [ -f "$index" ] && '
+        'cp "$index" "$scratch/index"; export GIT_INDEX_FILE="$scratch/index"; '
+        "git add -A; git -c core.quotepath=off diff --cached --binary --no-color "
+        f"--no-ext-diff {shlex.quote(diff_base)} --"
+    )
+
+
+def sandbox_path(workdir: PurePosixPath, path: str) -> str:
+    """`path` as an absolute, normalized sandbox path (relative paths are under `workdir`)."""
+    return posixpath.normpath(workdir / path)
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What one host command (a `docker ...` invocation) did."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    """The command passed its host-side timeout and was killed."""
+    stdout_dropped: int = 0
+    """Bytes of stdout beyond `max_output_bytes`, not kept."""
+    stderr_dropped: int = 0
+    """Bytes of stderr beyond `max_output_bytes`, not kept."""
+
+
+class CommandRunner(Protocol):
+    """Runs a host command; the default is `run_cli`, tests inject fakes."""
+
+    async def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        stdin: bytes | None = None,
+        max_output_bytes: int | None = None,
+    ) -> CliResult: ...
+
+
+async def run_cli(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    stdin: bytes | None = None,
+    max_output_bytes: int | None = None,
+) -> CliResult:
+    """Runs a host command in its own process group, killed on timeout or cancellation.
+
+    Args:
+        argv: Program and arguments.
+        timeout_s: Seconds until the process group is killed and the result says `timed_out`.
+        stdin: Bytes fed to the command's stdin (None: /dev/null).
+        max_output_bytes: Bytes kept of stdout and of stderr (None: all).
+    """
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    readers = [
+        asyncio.ensure_future(_read_capped(process.stdout, max_output_bytes)),
+        asyncio.ensure_future(_read_capped(process.stderr, max_output_bytes)),
+    ]
+    try:
+        timed_out = False
+        try:
+            async with asyncio.timeout(timeout_s):
+                if stdin is not None:
+                    assert process.stdin is not None
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        process.stdin.write(stdin)
+                        await process.stdin.drain()
+                        process.stdin.close()
+                await process.wait()
+        except TimeoutError:
+            timed_out = True
+            _kill_group(process)
+            await process.wait()
+        done, _ = await asyncio.wait(readers, timeout=1.0)
+        (out, out_dropped), (err, err_dropped) = (
+            r.result() if r in done else (b"", 0) for r in readers
+        )
+        assert process.returncode is not None
+        return CliResult(process.returncode, out, err, timed_out, out_dropped, err_dropped)
+    finally:
+        if process.returncode is None:
+            _kill_group(process)
+        for reader in readers:
+            reader.cancel()
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _read_capped(stream: asyncio.StreamReader, cap: int | None) -> tuple[bytes, int]:
+    kept = bytearray()
+    dropped = 0
+    while chunk := await stream.read(1 << 16):
+        room = len(chunk) if cap is None else max(cap - len(kept), 0)
+        kept += chunk[:room]
+        dropped += len(chunk) - min(room, len(chunk))
+    return bytes(kept), dropped
+
+
+class DockerSandbox:
+    """A container from `image`, driven by the docker CLI: `async with DockerSandbox(...) as sb:`.
+
+    Needs bash and GNU coreutils in the image (every SWE-bench-style image has both).
+    """
+
+    def __init__(
+        self,
+        *,
+        image: str,
+        memory_mb: int = 4096,
+        cpus: float = 2.0,
+        max_processes: int = 1024,
+        network: bool = False,
+        pull: Literal["missing", "always", "never"] = "missing",
+        exec_timeout_s: float = 120.0,
+        wall_clock_s: float = 3600.0,
+        startup_timeout_s: float = 60.0,
+        workdir: str = "/testbed",
+        env: Mapping[str, str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        docker_host: str | None = None,
+        docker: str = "docker",
+        extra_run_args: Sequence[str] = (),
+        diff_base: str = "HEAD",
+        runner: CommandRunner = run_cli,
+    ) -> None:
+        """Configures the sandbox; nothing is created until `start()`.
+
+        Args:
+            image: Image to run (pulled according to `pull`).
+            memory_mb: Memory cap of the container in MiB; swap is off (`--memory-swap` equal).
+            cpus: CPU quota (`--cpus`).
+            max_processes: Cap on processes and threads in the container (`--pids-limit`).
+            network: Keep docker's default network; otherwise `--network none`.
+            pull: When to pull the image (`docker run --pull`).
+            exec_timeout_s: Default per-command timeout.
+            wall_clock_s: Deadline on the whole sandbox, counted from `start()`.
+            startup_timeout_s: Time allowed for `start()` (pull, create, probe).
+            workdir: The repository inside the container (created if missing).
+            env: Extra environment of every command (per-call `env` overrides it).
+            max_output_bytes: Bytes of stdout and of stderr kept per command.
+            docker_host: Daemon address (`docker -H`); None uses the CLI's default.
+            docker: The docker CLI binary.
+            extra_run_args: More `docker run` flags (e.g. `--platform linux/amd64`).
+            diff_base: The commit `diff()` compares the working tree with.
+            runner: Runs the CLI; tests inject a fake.
+        """
+        for name, value in (
+            ("exec_timeout_s", exec_timeout_s),
+            ("wall_clock_s", wall_clock_s),
+            ("startup_timeout_s", startup_timeout_s),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        if not image:
+            raise ValueError("image must name a docker image")
+        if not workdir.startswith("/"):
+            raise ValueError(f"workdir must be absolute, got {workdir!r}")
+        self.image = image
+        self.memory_mb = memory_mb
+        self.cpus = cpus
+        self.max_processes = max_processes
+        self.network = network
+        self.pull = pull
+        self.exec_timeout_s = exec_timeout_s
+        self.wall_clock_s = wall_clock_s
+        self.startup_timeout_s = startup_timeout_s
+        self.max_output_bytes = max_output_bytes
+        self.diff_base = diff_base
+        self.workdir = PurePosixPath(posixpath.normpath(workdir))
+        self.name = f"agent-rl-{uuid.uuid4().hex[:16]}"
+        """The container's name (fixed up front, so a failed `docker run` can still be removed)."""
+        self._extra_env = dict(env or {})
+        self._docker = [docker, *(["-H", docker_host] if docker_host else [])]
+        self._extra_run_args = list(extra_run_args)
+        self._run = runner
+        self._start_lock = asyncio.Lock()
+        self._launched = False
+        self._started = False
+        self._expired = False
+        self._closed = False
+        self._deadline = 0.0
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        self._removal: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_config(cls, config: DockerSandboxConfig, **overrides: Any) -> DockerSandbox:
+        """A sandbox with the recipe's caps; `overrides` sets any other argument (e.g. the
+        task's `image` when the recipe leaves `image` unset).
+
+        Raises:
+            ValueError: Neither the recipe nor `overrides` names an image.
+        """
+        kwargs: dict[str, Any] = {
+            "memory_mb": config.memory_mb,
+            "cpus": config.cpus,
+            "network": config.network,
+            "pull": config.pull,
+            "exec_timeout_s": config.exec_timeout_s,
+            "wall_clock_s": config.wall_clock_s,
+            "startup_timeout_s": config.startup_timeout_s,
+            "docker_host": config.docker_host,
+        }
+        if config.image is not None:
+            kwargs["image"] = config.image
+        kwargs |= overrides
+        if not kwargs.get("image"):
+            raise ValueError(
+                "sandbox.image is unset, so each task brings its own image: pass it as "
+                "build_sandbox(config, image=...)"
+            )
+        return cls(**kwargs)
+
+    async def __aenter__(self) -> DockerSandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def run_argv(self) -> list[str]:
+        """The `docker run` command that creates the container."""
+        caps = [
+            *([] if self.network else ["--network", "none"]),
+            "--memory",
+            f"{self.memory_mb}m",
+            "--memory-swap",
+            f"{self.memory_mb}m",
+            "--pids-limit",
+            str(self.max_processes),
+            "--cpus",
+            f"{self.cpus:g}",
+        ]
+        return [
+            *self._docker,
+            "run",
+            "-d",
+            "--rm",
+            "--name",
+            self.name,
+            "--label",
+            "agent-rl.sandbox=1",
+            "--pull",
+            self.pull,
+            *caps,
+            *self._extra_run_args,
+            "--entrypoint",
+            "sleep",
+            self.image,
+            str(math.ceil(self.wall_clock_s)),
+        ]
+
+    async def start(self) -> None:
+        """Creates the container, starts the deadline, creates `workdir` as a probe.
+
+        Raises:
+            SandboxError: `docker run` failed or the image cannot run the command wrapper
+                (bash and GNU coreutils), or startup took longer than `startup_timeout_s`;
+                the container is removed.
+        """
+        async with self._start_lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed; create a new one")
+            if self._started:
+                return
+            try:
+                async with asyncio.timeout(self.startup_timeout_s):
+                    await self._start()
+            except TimeoutError as e:
+                await self._close_quietly()
+                raise SandboxError(
+                    f"container {self.name} did not start within {self.startup_timeout_s:g} s"
+                ) from e
+            except SandboxError:
+                await self._close_quietly()
+                raise
+            except OSError as e:
+                await self._close_quietly()
+                raise SandboxError(f"cannot run the docker CLI ({self._docker[0]}): {e}") from e
+            except BaseException:
+                await self._close_quietly()
+                raise
+            self._started = True
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self.wall_clock_s
+        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+        self._launched = True
+        created = await self._run(self.run_argv(), timeout_s=self.startup_timeout_s)
+        if created.returncode != 0 or created.timed_out:
+            raise SandboxError(
+                f"docker run {self.image} failed (exit {created.returncode}): "
+                f"{_text(created.stderr)}"
+            )
+        probe = await self.exec(f"mkdir -p -- {shlex.quote(str(self.workdir))}", cwd="/")
+        if not probe.ok:
+            raise SandboxError(
+                f"container {self.name} cannot run commands (exit {probe.exit_code}; the image "
+                f"needs bash and GNU coreutils): {probe.stderr.strip() or probe.stdout.strip()}"
+            )
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Runs `command` with bash in the container.
+
+        Args:
+            command: A bash script.
+            timeout: Seconds until the command's whole process group is killed inside the
+                container (exit 124, `timed_out`); None uses `exec_timeout_s`.
+            cwd: Working directory (relative paths are relative to `workdir`).
+            env: Extra environment variables of this command.
+
+        Raises:
+            SandboxDeadlineError: The sandbox's deadline passed (or passed while it ran).
+            SandboxError: The sandbox is not started or closed, or docker failed.
+        """
+        self._check_usable(starting_ok=True)
+        limit = self.exec_timeout_s if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be > 0, got {limit}")
+        remaining = self._deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            self._expire()
+            raise self._deadline_error()
+        bound = min(limit, remaining)
+        pidfile = new_pidfile()
+        shell = timed_shell_argv(
+            command,
+            limit_s=bound,
+            cwd=sandbox_path(self.workdir, cwd or "."),
+            env={**self._extra_env, **(env or {})},
+            pidfile=pidfile,
+        )
+        began = time.monotonic()
+        try:
+            done = await self._run(
+                [*self._docker, "exec", self.name, *shell],
+                timeout_s=bound + EXEC_GRACE_S,
+                max_output_bytes=self.max_output_bytes,
+            )
+        except asyncio.CancelledError:
+            await self._kill_command(pidfile)
+            raise
+        if done.timed_out:
+            await self._kill_command(pidfile)
+        if self._closed:
+            raise SandboxError("the sandbox was closed while the command ran")
+        if self._expired:
+            raise self._deadline_error()
+        if done.timed_out:
+            raise SandboxError(
+                f"docker exec in {self.name} did not return within {bound + EXEC_GRACE_S:g} s; "
+                "the command was killed in the container"
+            )
+        stderr = _text(done.stderr)
+        if done.returncode != 0 and stderr.lstrip().startswith(_DAEMON_ERRORS):
+            raise SandboxError(f"docker exec in {self.name} failed: {stderr.strip()}")
+        result = finish_exec(
+            done.returncode,
+            decode_capped(done.stdout, self.max_output_bytes, done.stdout_dropped),
+            decode_capped(done.stderr, self.max_output_bytes, done.stderr_dropped),
+            elapsed_s=time.monotonic() - began,
+            limit_s=bound,
+        )
+        if result.timed_out and remaining <= limit:
+            self._expire()
+            raise self._deadline_error()
+        return result
+
+    async def read_file(self, path: str) -> str:
+        """The text of a container file (undecodable bytes become U+FFFD).
+
+        Raises:
+            FileNotFoundError, IsADirectoryError, PermissionError: As for a local file.
+        """
+        self._check_usable()
+        target = sandbox_path(self.workdir, path)
+        done = await self._control([*self._docker, "exec", self.name, "cat", "--", target])
+        if done.returncode != 0:
+            raise _file_error(_text(done.stderr), target)
+        return done.stdout.decode("utf-8", errors="replace")
+
+    async def write_file(self, path: str, content: str) -> None:
+        """Writes a container file, creating its parent directories."""
+        self._check_usable()
+        target = sandbox_path(self.workdir, path)
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+        argv = [*self._docker, "exec", "-i", self.name, "bash", "-c", script, "agent-rl", target]
+        done = await self._control(argv, stdin=content.encode("utf-8"))
+        if done.returncode != 0:
+            raise _file_error(_text(done.stderr), target)
+
+    async def upload(self, local_path: str, sandbox_path_: str) -> None:
+        """Copies a host file or directory into the container (`docker cp`); a directory's
+        contents are merged into the target directory."""
+        self._check_usable()
+        source = Path(local_path)
+        if not source.exists():
+            raise FileNotFoundError(f"no such host file or directory: {local_path}")
+        target = sandbox_path(self.workdir, sandbox_path_)
+        parent = target if source.is_dir() else posixpath.dirname(target)
+        mkdir = await self._control([*self._docker, "exec", self.name, "mkdir", "-p", parent])
+        if mkdir.returncode != 0:
+            raise _file_error(_text(mkdir.stderr), parent)
+        copied_from = f"{source}/." if source.is_dir() else str(source)
+        done = await self._control([*self._docker, "cp", copied_from, f"{self.name}:{target}"])
+        if done.returncode != 0:
+            raise SandboxError(f"docker cp to {self.name}:{target} failed: {_text(done.stderr)}")
+
+    async def download(self, sandbox_path_: str, local_path: str) -> None:
+        """Copies a container file or directory out to the host (`docker cp`, then merged into
+        `local_path` as `LocalSandbox` does)."""
+        self._check_usable()
+        source = sandbox_path(self.workdir, sandbox_path_)
+        with tempfile.TemporaryDirectory(prefix="agent-rl-download-") as scratch:
+            staged = Path(scratch) / "item"
+            done = await self._control([*self._docker, "cp", f"{self.name}:{source}", str(staged)])
+            if done.returncode != 0:
+                raise _file_error(_text(done.stderr), source)
+            await asyncio.to_thread(copy_path, staged, Path(local_path))
+
+    async def diff(self) -> str:
+        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
+
+        Raises:
+            SandboxError: `workdir` is not a git repository or git failed.
+        """
+        result = await self.exec(diff_script(self.diff_base))
+        if not result.ok:
+            raise SandboxError(
+                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
+                f"{result.stderr.strip()}"
+            )
+        return result.stdout
+
+    async def close(self) -> None:
+        """Removes the container with every process in it (idempotent).
+
+        Raises:
+            SandboxError: `docker rm -f` failed (the container may be left behind).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
+        if self._removal is None and self._launched:
+            self._removal = asyncio.ensure_future(self._remove())
+        if self._removal is not None:
+            await asyncio.shield(self._removal)
+
+    async def _close_quietly(self) -> None:
+        """Closes after a failed start; the start error is the one the caller sees."""
+        try:
+            await self.close()
+        except (SandboxError, OSError):
+            logger.exception("removing container %s after a failed start failed", self.name)
+
+    async def _remove(self) -> None:
+        argv = [*self._docker, "rm", "-f", self.name]
+        try:
+            done = await self._run(argv, timeout_s=_REMOVE_TIMEOUT_S)
+        except OSError as e:
+            raise SandboxError(f"cannot run {shlex.join(argv)}: {e}") from e
+        stderr = _text(done.stderr)
+        if done.timed_out or (done.returncode != 0 and not any(g in stderr for g in _GONE)):
+            raise SandboxError(
+                f"docker rm -f {self.name} failed (exit {done.returncode}): {stderr}; the "
+                f"container is labelled agent-rl.sandbox=1 and stops by itself at its deadline"
+            )
+
+    async def _kill_command(self, pidfile: str) -> None:
+        """Kills a command's process group in the container, even while being cancelled (not
+        during `start()`: a container that fails to start is removed as a whole)."""
+        if not self._started:
+            return
+        argv = [*self._docker, "exec", self.name, *kill_group_argv(pidfile)]
+        killing = asyncio.ensure_future(self._run(argv, timeout_s=CONTROL_TIMEOUT_S))
+        try:
+            await asyncio.shield(killing)
+        except asyncio.CancelledError:
+            await asyncio.wait([killing])
+            raise
+        except Exception:
+            logger.exception("could not kill a command in container %s", self.name)
+
+    async def _control(self, argv: list[str], *, stdin: bytes | None = None) -> CliResult:
+        """Runs a file or control command within `exec_timeout_s`."""
+        done = await self._run(argv, timeout_s=self.exec_timeout_s, stdin=stdin)
+        if done.timed_out:
+            raise SandboxError(f"{shlex.join(argv[:4])} took over {self.exec_timeout_s:g} s")
+        return done
+
+    def _check_usable(self, *, starting_ok: bool = False) -> None:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        if not (self._started or (starting_ok and self._launched)):
+            raise SandboxError("the sandbox is not started; call start() or use `async with`")
+        if self._expired:
+            raise self._deadline_error()
+
+    def _expire(self) -> None:
+        """Removes the container once the wall-clock deadline passes."""
+        if self._expired:
+            return
+        self._expired = True
+        logger.warning(
+            "container %s passed its %g s deadline; removing it", self.name, self.wall_clock_s
+        )
+        if self._removal is None and self._launched:
+            self._removal = asyncio.ensure_future(self._remove())
+
+    def _deadline_error(self) -> SandboxDeadlineError:
+        return SandboxDeadlineError(
+            f"container {self.name} passed its wall-clock deadline ({self.wall_clock_s:g} s) "
+            "and was removed"
+        )
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").strip()
+
+
+def _file_error(stderr: str, path: str) -> OSError | SandboxError:
+    """The local exception a failed file command in a sandbox corresponds to."""
+    if "No such file" in stderr or "Could not find the file" in stderr:
+        return FileNotFoundError(f"no such file in the sandbox: {path}")
+    if "Is a directory" in stderr:
+        return IsADirectoryError(f"is a directory in the sandbox: {path}")
+    if "Permission denied" in stderr:
+        return PermissionError(f"permission denied in the sandbox: {path}")
+    return SandboxError(f"file operation on {path} failed: {stderr}")

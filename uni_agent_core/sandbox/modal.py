@@ -1,0 +1,521 @@
+"""`ModalSandbox`: one Modal sandbox per rollout, through Modal's async (`.aio`) client API.
+
+The sandbox is created in the app `app_name` from a registry image with hard caps: CPU and
+memory as `(request, limit)` pairs (a bare `memory=` is only a request, and it is in MiB),
+`block_network=True` unless the task allows network, and Modal's own `timeout` (whole seconds)
+set to the wall-clock deadline, so Modal ends it even if this process dies. A host timer
+terminates it at the same deadline and `close()` terminates it on every path.
+
+Commands run under the in-sandbox wrapper shared with the docker backend
+(`docker.timed_shell_argv`: GNU `timeout -s KILL` on the command's own process group, the group
+killed when it ends), with Modal's exec `timeout` a little longer as the backstop (Modal then
+reports exit -1, taken as a timeout). A host-side timeout bounds every RPC; a command whose
+caller gives up or is cancelled is killed through the wrapper's pid file. Files go through the
+sandbox filesystem API; directories travel as tar archives.
+
+`modal` is imported on first use, and tests inject a fake module (`modal_module=`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import math
+import posixpath
+import shlex
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.docker import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    EXEC_GRACE_S,
+    TIMEOUT_EXIT_CODE,
+    decode_capped,
+    diff_script,
+    finish_exec,
+    kill_group_argv,
+    new_pidfile,
+    sandbox_path,
+    timed_shell_argv,
+)
+from uni_agent_core.sandbox.workspace_files import copy_path
+
+if TYPE_CHECKING:
+    from uni_agent_core.config.sandbox import ModalSandboxConfig
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MODAL_MAX_TIMEOUT_S = 24 * 3600
+"""Modal's cap on a sandbox's lifetime."""
+_EXEC_TIMED_OUT = -1
+"""What Modal's `ContainerProcess.wait` returns when the exec's own timeout passed."""
+
+
+class ModalSandbox:
+    """A Modal sandbox from `image`: `async with ModalSandbox(image=...) as sb:`.
+
+    Needs bash and GNU coreutils (and `tar` for directory copies) in the image.
+    """
+
+    def __init__(
+        self,
+        *,
+        image: str,
+        app_name: str = "agent-rl-sandboxes",
+        cpu: float = 2.0,
+        memory_mb: int = 4096,
+        network: bool = False,
+        region: str | None = None,
+        exec_timeout_s: float = 120.0,
+        wall_clock_s: float = 3600.0,
+        startup_timeout_s: float = 60.0,
+        rpc_timeout_s: float = 60.0,
+        workdir: str = "/testbed",
+        env: Mapping[str, str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        diff_base: str = "HEAD",
+        modal_module: Any = None,
+    ) -> None:
+        """Configures the sandbox; nothing is contacted until `start()`.
+
+        Args:
+            image: Registry image (`modal.Image.from_registry`).
+            app_name: Modal app the sandbox belongs to (created if missing).
+            cpu: CPU cores, requested and enforced as the limit.
+            memory_mb: Memory in MiB, requested and enforced as the limit.
+            network: Allow network; otherwise `block_network=True`.
+            region: Modal region; None lets Modal choose.
+            exec_timeout_s: Default per-command timeout.
+            wall_clock_s: Deadline on the whole sandbox (at most 24 h, Modal's cap).
+            startup_timeout_s: Time allowed for `start()` (app lookup, creation, probe).
+            rpc_timeout_s: Timeout of each Modal call, on top of the command's own time.
+            workdir: The repository inside the sandbox (created if missing).
+            env: Extra environment of every command (per-call `env` overrides it).
+            max_output_bytes: Bytes of stdout and of stderr kept per command.
+            diff_base: The commit `diff()` compares the working tree with.
+            modal_module: The `modal` module to use; None imports it (tests pass a fake).
+        """
+        for name, value in (
+            ("exec_timeout_s", exec_timeout_s),
+            ("wall_clock_s", wall_clock_s),
+            ("startup_timeout_s", startup_timeout_s),
+            ("rpc_timeout_s", rpc_timeout_s),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        if wall_clock_s > MODAL_MAX_TIMEOUT_S:
+            raise ValueError(f"wall_clock_s {wall_clock_s:g} exceeds Modal's 24 h sandbox cap")
+        if not image:
+            raise ValueError("image must name a registry image")
+        if not workdir.startswith("/"):
+            raise ValueError(f"workdir must be absolute, got {workdir!r}")
+        self.image = image
+        self.app_name = app_name
+        self.cpu = cpu
+        self.memory_mb = memory_mb
+        self.network = network
+        self.region = region
+        self.exec_timeout_s = exec_timeout_s
+        self.wall_clock_s = wall_clock_s
+        self.startup_timeout_s = startup_timeout_s
+        self.rpc_timeout_s = rpc_timeout_s
+        self.max_output_bytes = max_output_bytes
+        self.diff_base = diff_base
+        self.workdir = PurePosixPath(posixpath.normpath(workdir))
+        self._extra_env = dict(env or {})
+        self._modal_module = modal_module
+        self._sandbox: Any = None
+        self._start_lock = asyncio.Lock()
+        self._started = False
+        self._expired = False
+        self._closed = False
+        self._deadline = 0.0
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        self._terminating: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_config(cls, config: ModalSandboxConfig, **overrides: Any) -> ModalSandbox:
+        """A sandbox with the recipe's caps; `overrides` sets any other argument and must give
+        the task's `image` (the recipe has none).
+
+        Raises:
+            ValueError: `overrides` has no image.
+        """
+        if not overrides.get("image"):
+            raise ValueError(
+                "a modal sandbox needs the task's image: build_sandbox(config, image=...)"
+            )
+        kwargs: dict[str, Any] = {
+            "app_name": config.app_name,
+            "cpu": config.cpu,
+            "memory_mb": config.memory_mb,
+            "network": config.network,
+            "region": config.region,
+            "exec_timeout_s": config.exec_timeout_s,
+            "wall_clock_s": config.wall_clock_s,
+            "startup_timeout_s": config.startup_timeout_s,
+        }
+        return cls(**(kwargs | overrides))
+
+    async def __aenter__(self) -> ModalSandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def modal(self) -> Any:
+        """The `modal` module in use (imported on first use)."""
+        if self._modal_module is None:
+            self._modal_module = importlib.import_module("modal")
+        return self._modal_module
+
+    async def start(self) -> None:
+        """Creates the Modal sandbox, starts the deadline, creates `workdir` as a probe.
+
+        Raises:
+            SandboxError: Creation failed, the image cannot run the command wrapper, or startup
+                took longer than `startup_timeout_s`; the sandbox is terminated.
+        """
+        async with self._start_lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed; create a new one")
+            if self._started:
+                return
+            try:
+                async with asyncio.timeout(self.startup_timeout_s):
+                    await self._start()
+            except TimeoutError as e:
+                await self._close_quietly()
+                raise SandboxError(
+                    f"modal sandbox did not start within {self.startup_timeout_s:g} s"
+                ) from e
+            except SandboxError:
+                await self._close_quietly()
+                raise
+            except Exception as e:
+                # Modal raises its own types (auth, quota, image build); the pool retries these.
+                await self._close_quietly()
+                raise SandboxError(f"creating the modal sandbox failed: {e}") from e
+            except BaseException:
+                await self._close_quietly()
+                raise
+            self._started = True
+
+    async def _start(self) -> None:
+        modal = self.modal
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self.wall_clock_s
+        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+        lifetime = math.ceil(self.wall_clock_s)
+        app = await modal.App.lookup.aio(self.app_name, create_if_missing=True)
+        self._sandbox = await modal.Sandbox.create.aio(
+            "sleep",
+            str(lifetime),
+            app=app,
+            image=modal.Image.from_registry(self.image),
+            timeout=lifetime,
+            cpu=(self.cpu, self.cpu),
+            memory=(self.memory_mb, self.memory_mb),
+            block_network=not self.network,
+            workdir=str(self.workdir),
+            region=self.region,
+        )
+        probe = await self._exec(f"mkdir -p -- {shlex.quote(str(self.workdir))}", cwd="/")
+        if not probe.ok:
+            raise SandboxError(
+                f"the modal sandbox cannot run commands (exit {probe.exit_code}; the image "
+                f"needs bash and GNU coreutils): {probe.stderr.strip() or probe.stdout.strip()}"
+            )
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Runs `command` with bash in the sandbox.
+
+        Args:
+            command: A bash script.
+            timeout: Seconds until the command's whole process group is killed (exit 124,
+                `timed_out`); None uses `exec_timeout_s`.
+            cwd: Working directory (relative paths are relative to `workdir`).
+            env: Extra environment variables of this command.
+
+        Raises:
+            SandboxDeadlineError: The sandbox's deadline passed (or passed while it ran).
+            SandboxError: The sandbox is not started or closed, or Modal failed.
+        """
+        self._check_usable()
+        return await self._exec(command, timeout=timeout, cwd=cwd, env=env)
+
+    async def _exec(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        limit = self.exec_timeout_s if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be > 0, got {limit}")
+        remaining = self._deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            self._expire()
+            raise self._deadline_error()
+        bound = min(limit, remaining)
+        pidfile = new_pidfile()
+        argv = timed_shell_argv(
+            command,
+            limit_s=bound,
+            cwd=sandbox_path(self.workdir, cwd or "."),
+            env={**self._extra_env, **(env or {})},
+            pidfile=pidfile,
+        )
+        began = time.monotonic()
+        try:
+            async with asyncio.timeout(bound + EXEC_GRACE_S + self.rpc_timeout_s):
+                process = await self._sandbox.exec.aio(
+                    *argv, timeout=math.ceil(bound + EXEC_GRACE_S), text=False
+                )
+                stdout, stderr, returncode = await asyncio.gather(
+                    process.stdout.read.aio(), process.stderr.read.aio(), process.wait.aio()
+                )
+        except asyncio.CancelledError:
+            await self._kill_command(pidfile)
+            raise
+        except TimeoutError as e:
+            await self._kill_command(pidfile)
+            raise SandboxError(
+                f"modal exec did not return within {bound + EXEC_GRACE_S + self.rpc_timeout_s:g}"
+                " s; the command was killed in the sandbox"
+            ) from e
+        except Exception as e:
+            if self._closed or self._expired:
+                raise self._gone_error() from e
+            raise SandboxError(f"modal exec failed: {e}") from e
+        if self._closed or self._expired:
+            raise self._gone_error()
+        out = decode_capped(stdout, self.max_output_bytes)
+        err = decode_capped(stderr, self.max_output_bytes)
+        if returncode == _EXEC_TIMED_OUT:
+            result = ExecResult(TIMEOUT_EXIT_CODE, out, err, timed_out=True)
+        else:
+            result = finish_exec(
+                returncode, out, err, elapsed_s=time.monotonic() - began, limit_s=bound
+            )
+        if result.timed_out and remaining <= limit:
+            self._expire()
+            raise self._deadline_error()
+        return result
+
+    async def read_file(self, path: str) -> str:
+        """The text of a sandbox file (undecodable bytes become U+FFFD).
+
+        Raises:
+            FileNotFoundError, IsADirectoryError, PermissionError: As for a local file.
+        """
+        self._check_usable()
+        target = sandbox_path(self.workdir, path)
+        data = await self._files(self._sandbox.filesystem.read_bytes.aio(target), target)
+        return bytes(data).decode("utf-8", errors="replace")
+
+    async def write_file(self, path: str, content: str) -> None:
+        """Writes a sandbox file, creating its parent directories."""
+        self._check_usable()
+        target = sandbox_path(self.workdir, path)
+        await self._files(self._sandbox.filesystem.write_text.aio(content, target), target)
+
+    async def upload(self, local_path: str, sandbox_path_: str) -> None:
+        """Copies a host file or directory into the sandbox (a directory as a tar archive,
+        merged into the target directory)."""
+        self._check_usable()
+        source = Path(local_path)
+        target = sandbox_path(self.workdir, sandbox_path_)
+        if not source.exists():
+            raise FileNotFoundError(f"no such host file or directory: {local_path}")
+        files = self._sandbox.filesystem
+        if not source.is_dir():
+            await self._files(files.copy_from_local.aio(source, target), target)
+            return
+        staged = f"/tmp/.agent-rl-upload-{uuid.uuid4().hex}.tar"
+        with tempfile.TemporaryDirectory(prefix="agent-rl-upload-") as scratch:
+            archive = Path(scratch) / "upload.tar"
+            await asyncio.to_thread(_pack, source, archive)
+            await self._files(files.copy_from_local.aio(archive, staged), staged)
+        unpacked = await self.exec(
+            f"mkdir -p -- {shlex.quote(target)} && tar -xf {staged} -C {shlex.quote(target)}; "
+            f"rc=$?; rm -f {staged}; exit $rc"
+        )
+        if not unpacked.ok:
+            raise SandboxError(f"unpacking into {target} failed: {unpacked.stderr.strip()}")
+
+    async def download(self, sandbox_path_: str, local_path: str) -> None:
+        """Copies a sandbox file or directory out to the host, merged into `local_path` as
+        `LocalSandbox` does (a directory travels as a tar archive)."""
+        self._check_usable()
+        source = sandbox_path(self.workdir, sandbox_path_)
+        staged = f"/tmp/.agent-rl-download-{uuid.uuid4().hex}.tar"
+        quoted = shlex.quote(source)
+        kind = await self.exec(
+            f"if [ -d {quoted} ]; then tar -cf {staged} -C {quoted} . && echo dir; "
+            f"elif [ -e {quoted} ]; then echo file; else echo missing; fi"
+        )
+        what = kind.stdout.strip()
+        if not kind.ok or what not in ("dir", "file"):
+            if what == "missing":
+                raise FileNotFoundError(f"no such file in the sandbox: {source}")
+            raise SandboxError(f"inspecting {source} failed: {kind.stderr.strip()}")
+        files = self._sandbox.filesystem
+        with tempfile.TemporaryDirectory(prefix="agent-rl-download-") as scratch:
+            item = Path(scratch) / "item"
+            if what == "file":
+                await self._files(files.copy_to_local.aio(source, item), source)
+            else:
+                archive = Path(scratch) / "download.tar"
+                try:
+                    await self._files(files.copy_to_local.aio(staged, archive), staged)
+                finally:
+                    await self.exec(f"rm -f {staged}")
+                await asyncio.to_thread(_unpack, archive, item)
+            await asyncio.to_thread(copy_path, item, Path(local_path))
+
+    async def diff(self) -> str:
+        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
+
+        Raises:
+            SandboxError: `workdir` is not a git repository or git failed.
+        """
+        result = await self.exec(diff_script(self.diff_base))
+        if not result.ok:
+            raise SandboxError(
+                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
+                f"{result.stderr.strip()}"
+            )
+        return result.stdout
+
+    async def close(self) -> None:
+        """Terminates the Modal sandbox (idempotent).
+
+        Raises:
+            SandboxError: Termination failed or took longer than `rpc_timeout_s` (Modal still
+                ends the sandbox at its own timeout, the wall-clock deadline).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
+        if self._terminating is None and self._sandbox is not None:
+            self._terminating = asyncio.ensure_future(self._terminate())
+        if self._terminating is not None:
+            await asyncio.shield(self._terminating)
+
+    async def _terminate(self) -> None:
+        try:
+            async with asyncio.timeout(self.rpc_timeout_s):
+                await self._sandbox.terminate.aio()
+        except Exception as e:
+            raise SandboxError(
+                f"terminating the modal sandbox failed: {e}; Modal ends it at its timeout "
+                f"({math.ceil(self.wall_clock_s)} s)"
+            ) from e
+
+    async def _close_quietly(self) -> None:
+        """Closes after a failed start; the start error is the one the caller sees."""
+        try:
+            await self.close()
+        except SandboxError:
+            logger.exception("terminating a modal sandbox that failed to start failed")
+
+    async def _kill_command(self, pidfile: str) -> None:
+        """Kills a command's process group in the sandbox, even while being cancelled (not
+        during `start()`: a sandbox that fails to start is terminated as a whole)."""
+        if not self._started:
+            return
+
+        async def kill() -> None:
+            async with asyncio.timeout(self.rpc_timeout_s):
+                process = await self._sandbox.exec.aio(*kill_group_argv(pidfile), text=False)
+                await process.wait.aio()
+
+        killing = asyncio.ensure_future(kill())
+        try:
+            await asyncio.shield(killing)
+        except asyncio.CancelledError:
+            await asyncio.wait([killing])
+            raise
+        except Exception:
+            logger.exception("could not kill a command in the modal sandbox")
+
+    async def _files(self, call: Awaitable[T], path: str) -> T:
+        """Awaits a filesystem call within `rpc_timeout_s`, with local exception types."""
+        errors = self.modal.exception
+        try:
+            async with asyncio.timeout(self.rpc_timeout_s):
+                return await call
+        except TimeoutError as e:
+            raise SandboxError(
+                f"modal file call on {path} took over {self.rpc_timeout_s:g} s"
+            ) from e
+        except errors.SandboxFilesystemNotFoundError as e:
+            raise FileNotFoundError(f"no such file in the sandbox: {path}") from e
+        except errors.SandboxFilesystemIsADirectoryError as e:
+            raise IsADirectoryError(f"is a directory in the sandbox: {path}") from e
+        except errors.SandboxFilesystemPermissionError as e:
+            raise PermissionError(f"permission denied in the sandbox: {path}") from e
+        except errors.Error as e:
+            raise SandboxError(f"modal file call on {path} failed: {e}") from e
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        if not self._started:
+            raise SandboxError("the sandbox is not started; call start() or use `async with`")
+        if self._expired:
+            raise self._deadline_error()
+
+    def _expire(self) -> None:
+        """Terminates the sandbox once the wall-clock deadline passes."""
+        if self._expired:
+            return
+        self._expired = True
+        logger.warning("modal sandbox passed its %g s deadline; terminating it", self.wall_clock_s)
+        if self._terminating is None and self._sandbox is not None:
+            self._terminating = asyncio.ensure_future(self._terminate())
+
+    def _gone_error(self) -> SandboxError:
+        if self._expired:
+            return self._deadline_error()
+        return SandboxError("the sandbox was closed while the command ran")
+
+    def _deadline_error(self) -> SandboxDeadlineError:
+        return SandboxDeadlineError(
+            f"modal sandbox passed its wall-clock deadline ({self.wall_clock_s:g} s) and was "
+            "terminated"
+        )
+
+
+def _pack(source: Path, archive: Path) -> None:
+    with tarfile.open(archive, "w") as tar:
+        tar.add(source, arcname=".")
+
+
+def _unpack(archive: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="data")

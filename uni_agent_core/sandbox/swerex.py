@@ -1,0 +1,588 @@
+"""`SwerexSandbox`: the `Sandbox` contract over a SWE-ReX deployment and its runtime.
+
+`deployment` picks how the runtime is reached: `remote` (a `swerex-remote` server somebody else
+runs; the `swerex` recipe type), `local` (swe-rex's in-process runtime on this host: no
+isolation, trusted tasks only), `docker` or `modal` (swe-rex starts a container with the runtime
+server in it and talks to it over HTTP).
+
+Commands go through the runtime's `execute` (a subprocess per command, not a stateful session)
+under the in-sandbox wrapper shared with the docker backend (`docker.timed_shell_argv`): GNU
+`timeout -s KILL` in a process group of its own, the group killed when the command ends, so a
+timeout kills the whole tree and keeps the output so far. swe-rex's own `Command.timeout` (a
+little longer) is the backstop; when it fires the result is `timed_out` without output. Every
+runtime call also has a host-side timeout, since swe-rex's HTTP client has none of its own.
+
+A swe-rex server runs one `execute` at a time and blocks while it does, so a command cannot be
+killed from outside while it runs; the wrapper's in-sandbox timeout is what bounds it, and it is
+clamped to the sandbox's remaining wall-clock time. The in-process runtime blocks its event loop
+the same way, so its calls run in a worker thread.
+
+Memory, process and network limits are the deployment's: a remote runtime's host sets them;
+`docker` gets `--memory/--pids-limit/--cpus` but keeps a network (swe-rex reaches its server
+through a published port); `modal` gets hard CPU and memory limits. Use the `docker` or `modal`
+backends for network-less sandboxes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import functools
+import io
+import logging
+import os
+import posixpath
+import shlex
+import tarfile
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import aiohttp
+from swerex.deployment.abstract import AbstractDeployment
+from swerex.deployment.remote import RemoteDeployment
+from swerex.exceptions import CommandTimeoutError, SwerexException
+from swerex.runtime.abstract import (
+    Command,
+    CommandResponse,
+    ReadFileRequest,
+    UploadRequest,
+    WriteFileRequest,
+)
+from swerex.runtime.local import LocalRuntime
+
+from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.docker import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    EXEC_GRACE_S,
+    TIMEOUT_EXIT_CODE,
+    decode_capped,
+    diff_script,
+    finish_exec,
+    new_pidfile,
+    sandbox_path,
+    timed_shell_argv,
+)
+from uni_agent_core.sandbox.workspace_files import copy_path
+
+if TYPE_CHECKING:
+    from uni_agent_core.config.sandbox import SwerexSandboxConfig
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DeploymentKind = Literal["local", "remote", "docker", "modal"]
+"""How the swe-rex runtime is reached (see the module docstring)."""
+_ALIVE_POLL_S = 0.1
+_IN_PROCESS_THREADS = 64
+"""Commands of in-process (`local`) swe-rex sandboxes that can run at once."""
+
+
+class SwerexSandbox:
+    """A swe-rex runtime as a sandbox: `async with SwerexSandbox(deployment=..., ...) as sb:`.
+
+    Needs bash and GNU coreutils where the runtime runs.
+    """
+
+    def __init__(
+        self,
+        *,
+        deployment: DeploymentKind = "remote",
+        host: str = "http://127.0.0.1",
+        port: int | None = None,
+        auth_token: str = "",
+        image: str | None = None,
+        memory_mb: int = 4096,
+        cpus: float = 2.0,
+        max_processes: int = 1024,
+        exec_timeout_s: float = 120.0,
+        wall_clock_s: float = 3600.0,
+        startup_timeout_s: float = 60.0,
+        runtime_timeout_s: float = 60.0,
+        workdir: str = "/testbed",
+        env: Mapping[str, str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        diff_base: str = "HEAD",
+        deployment_factory: Callable[[], AbstractDeployment] | None = None,
+    ) -> None:
+        """Configures the sandbox; nothing is contacted or created until `start()`.
+
+        Args:
+            deployment: `remote`, `local`, `docker` or `modal`.
+            host: Runtime URL of a `remote` deployment.
+            port: Runtime port of a `remote` deployment; None uses the URL's.
+            auth_token: Token of a `remote` runtime (`X-API-Key`); empty sends none.
+            image: Image of a `docker` or `modal` deployment.
+            memory_mb: Memory cap in MiB of a `docker` or `modal` deployment.
+            cpus: CPU cap of a `docker` or `modal` deployment.
+            max_processes: Process cap of a `docker` deployment.
+            exec_timeout_s: Default per-command timeout.
+            wall_clock_s: Deadline on the whole sandbox, counted from `start()`.
+            startup_timeout_s: Time allowed for `start()`.
+            runtime_timeout_s: Timeout of each control request to the runtime, on top of the
+                command's own time for `exec`.
+            workdir: The repository where the runtime runs (created if missing).
+            env: Extra environment of every command (per-call `env` overrides it).
+            max_output_bytes: Bytes of stdout and of stderr kept per command.
+            diff_base: The commit `diff()` compares the working tree with.
+            deployment_factory: Makes the swe-rex deployment instead of `deployment` (tests,
+                or deployments this class does not know).
+
+        Raises:
+            ValueError: A timeout is not positive, `workdir` is relative, or a `docker`/`modal`
+                deployment has no image.
+        """
+        for name, value in (
+            ("exec_timeout_s", exec_timeout_s),
+            ("wall_clock_s", wall_clock_s),
+            ("startup_timeout_s", startup_timeout_s),
+            ("runtime_timeout_s", runtime_timeout_s),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        if not workdir.startswith("/"):
+            raise ValueError(f"workdir must be absolute, got {workdir!r}")
+        if deployment_factory is None and deployment in ("docker", "modal") and not image:
+            raise ValueError(f"a swe-rex {deployment} deployment needs an image")
+        self.deployment = deployment
+        self.host = host
+        self.port = port
+        self.image = image
+        self.memory_mb = memory_mb
+        self.cpus = cpus
+        self.max_processes = max_processes
+        self.exec_timeout_s = exec_timeout_s
+        self.wall_clock_s = wall_clock_s
+        self.startup_timeout_s = startup_timeout_s
+        self.runtime_timeout_s = runtime_timeout_s
+        self.max_output_bytes = max_output_bytes
+        self.diff_base = diff_base
+        self.workdir = PurePosixPath(posixpath.normpath(workdir))
+        self._auth_token = auth_token
+        self._extra_env = dict(env or {})
+        self._factory = deployment_factory or self._make_deployment
+        self._deployment: AbstractDeployment | None = None
+        self._in_process = False
+        self._last_alive_message = ""
+        self._start_lock = asyncio.Lock()
+        self._started = False
+        self._expired = False
+        self._closed = False
+        self._deadline = 0.0
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        self._stopping: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_config(cls, config: SwerexSandboxConfig, **overrides: Any) -> SwerexSandbox:
+        """A `remote` sandbox for the recipe's runtime; `overrides` sets any other argument.
+
+        Raises:
+            ValueError: `auth_token_env` names an environment variable that is not set.
+        """
+        token = ""
+        if config.auth_token_env is not None:
+            if config.auth_token_env not in os.environ:
+                raise ValueError(
+                    f"sandbox.auth_token_env names ${config.auth_token_env}, which is not set; "
+                    "export the runtime's token there or set auth_token_env: null"
+                )
+            token = os.environ[config.auth_token_env]
+        kwargs: dict[str, Any] = {
+            "deployment": "remote",
+            "host": config.host,
+            "port": config.port,
+            "auth_token": token,
+            "exec_timeout_s": config.exec_timeout_s,
+            "wall_clock_s": config.wall_clock_s,
+            "startup_timeout_s": config.startup_timeout_s,
+            "runtime_timeout_s": config.runtime_timeout_s,
+        }
+        return cls(**(kwargs | overrides))
+
+    async def __aenter__(self) -> SwerexSandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _make_deployment(self) -> AbstractDeployment:
+        """The swe-rex deployment for `deployment` (imported lazily: docker/modal are heavy)."""
+        if self.deployment == "local":
+            from swerex.deployment.local import LocalDeployment
+
+            return LocalDeployment()
+        if self.deployment == "remote":
+            return _RemoteDeployment(
+                host=self.host,
+                port=self.port,
+                auth_token=self._auth_token,
+                timeout=self.runtime_timeout_s,
+            )
+        if self.deployment == "docker":
+            from swerex.deployment.docker import DockerDeployment
+
+            caps = [f"--memory={self.memory_mb}m", f"--memory-swap={self.memory_mb}m"]
+            caps += [f"--pids-limit={self.max_processes}", f"--cpus={self.cpus:g}"]
+            return DockerDeployment(
+                image=self.image, docker_args=caps, startup_timeout=self.startup_timeout_s
+            )
+        if self.deployment == "modal":
+            from swerex.deployment.modal import ModalDeployment
+
+            return ModalDeployment(
+                image=self.image or "",
+                startup_timeout=self.startup_timeout_s,
+                runtime_timeout=self.runtime_timeout_s,
+                deployment_timeout=self.wall_clock_s,
+                modal_sandbox_kwargs={
+                    "cpu": (self.cpus, self.cpus),
+                    "memory": (self.memory_mb, self.memory_mb),
+                },
+            )
+        raise ValueError(f"unknown swe-rex deployment {self.deployment!r}")
+
+    async def start(self) -> None:
+        """Starts the deployment, waits for its runtime, creates `workdir` as a probe.
+
+        Raises:
+            SandboxError: The deployment failed to start, its runtime never answered, it cannot
+                run the command wrapper, or startup took longer than `startup_timeout_s`;
+                the deployment is stopped.
+        """
+        async with self._start_lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed; create a new one")
+            if self._started:
+                return
+            try:
+                async with asyncio.timeout(self.startup_timeout_s):
+                    await self._start()
+            except TimeoutError as e:
+                await self._close_quietly()
+                last = self._last_alive_message.strip().splitlines()
+                raise SandboxError(
+                    f"swe-rex {self.deployment} runtime did not start within "
+                    f"{self.startup_timeout_s:g} s"
+                    + (f"; its last answer: {last[0]}" if last else "")
+                ) from e
+            except SandboxError:
+                await self._close_quietly()
+                raise
+            except Exception as e:
+                # swe-rex, docker and modal raise their own types; the pool retries SandboxError.
+                await self._close_quietly()
+                raise SandboxError(
+                    f"swe-rex {self.deployment} deployment failed to start: {e}"
+                ) from e
+            except BaseException:
+                await self._close_quietly()
+                raise
+            self._started = True
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self.wall_clock_s
+        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+        # Building some deployments already talks to their service (modal looks up its app).
+        self._deployment = await asyncio.to_thread(self._factory)
+        await self._deployment.start()
+        runtime = self._deployment.runtime
+        self._in_process = isinstance(runtime, LocalRuntime)
+        while not (alive := await runtime.is_alive(timeout=self.runtime_timeout_s)):
+            self._last_alive_message = alive.message
+            await asyncio.sleep(_ALIVE_POLL_S)
+        probe = await self._exec(f"mkdir -p -- {shlex.quote(str(self.workdir))}", cwd="/")
+        if not probe.ok:
+            raise SandboxError(
+                f"the swe-rex runtime cannot run commands (exit {probe.exit_code}; it needs bash "
+                f"and GNU coreutils): {probe.stderr.strip() or probe.stdout.strip()}"
+            )
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Runs `command` with bash through the runtime's `execute`.
+
+        Args:
+            command: A bash script.
+            timeout: Seconds until the command's whole process group is killed (exit 124,
+                `timed_out`); None uses `exec_timeout_s`.
+            cwd: Working directory (relative paths are relative to `workdir`).
+            env: Extra environment variables of this command.
+
+        Raises:
+            SandboxDeadlineError: The sandbox's deadline passed (or passed while it ran).
+            SandboxError: The sandbox is not started or closed, or the runtime failed.
+        """
+        self._check_usable()
+        return await self._exec(command, timeout=timeout, cwd=cwd, env=env)
+
+    async def _exec(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        limit = self.exec_timeout_s if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be > 0, got {limit}")
+        remaining = self._deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            self._expire()
+            raise self._deadline_error()
+        bound = min(limit, remaining)
+        argv = timed_shell_argv(
+            command,
+            limit_s=bound,
+            cwd=sandbox_path(self.workdir, cwd or "."),
+            env={**self._extra_env, **(env or {})},
+            pidfile=new_pidfile(),
+        )
+        request = Command(command=argv, shell=False, timeout=bound + EXEC_GRACE_S)
+        runtime = self._runtime()
+        began = time.monotonic()
+        response: CommandResponse | None = None
+        try:
+            response = await self._call(
+                runtime.execute, request, bound + EXEC_GRACE_S + self.runtime_timeout_s
+            )
+        except CommandTimeoutError:
+            pass  # swe-rex's backstop fired; handled as a timeout below
+        except TimeoutError as e:
+            raise SandboxError(
+                f"the swe-rex runtime did not answer within "
+                f"{bound + EXEC_GRACE_S + self.runtime_timeout_s:g} s"
+            ) from e
+        except Exception as e:
+            raise SandboxError(f"swe-rex execute failed: {e}") from e
+        if self._closed:
+            raise SandboxError("the sandbox was closed while the command ran")
+        if self._expired:
+            raise self._deadline_error()
+        if response is None:
+            result = ExecResult(TIMEOUT_EXIT_CODE, "", "", timed_out=True)
+        elif response.exit_code is None:
+            raise SandboxError(f"swe-rex returned no exit code: {response.stderr.strip()}")
+        else:
+            result = finish_exec(
+                response.exit_code,
+                decode_capped(response.stdout.encode(), self.max_output_bytes),
+                decode_capped(response.stderr.encode(), self.max_output_bytes),
+                elapsed_s=time.monotonic() - began,
+                limit_s=bound,
+            )
+        if result.timed_out and remaining <= limit:
+            self._expire()
+            raise self._deadline_error()
+        return result
+
+    async def read_file(self, path: str) -> str:
+        """The text of a file (undecodable bytes become U+FFFD).
+
+        Raises:
+            FileNotFoundError, IsADirectoryError, PermissionError: As the runtime reports them.
+        """
+        self._check_usable()
+        request = ReadFileRequest(
+            path=sandbox_path(self.workdir, path), encoding="utf-8", errors="replace"
+        )
+        with _transport_errors("read_file"):
+            response = await self._call(self._runtime().read_file, request, self.runtime_timeout_s)
+        return response.content
+
+    async def write_file(self, path: str, content: str) -> None:
+        """Writes a file, creating its parent directories."""
+        self._check_usable()
+        request = WriteFileRequest(path=sandbox_path(self.workdir, path), content=content)
+        with _transport_errors("write_file"):
+            await self._call(self._runtime().write_file, request, self.runtime_timeout_s)
+
+    async def upload(self, local_path: str, sandbox_path_: str) -> None:
+        """Copies a host file or directory to the runtime (swe-rex `upload`; a directory is
+        sent as a zip). The in-process runtime refuses a directory whose target exists."""
+        self._check_usable()
+        source = Path(local_path).resolve()
+        if not source.exists():
+            raise FileNotFoundError(f"no such host file or directory: {local_path}")
+        target = sandbox_path(self.workdir, sandbox_path_)
+        made = await self.exec(f"mkdir -p -- {shlex.quote(posixpath.dirname(target))}")
+        if not made.ok:
+            raise SandboxError(f"cannot create the parent of {target}: {made.stderr.strip()}")
+        request = UploadRequest(source_path=str(source), target_path=target)
+        with _transport_errors("upload"):
+            await self._call(self._runtime().upload, request, self.exec_timeout_s)
+
+    async def download(self, sandbox_path_: str, local_path: str) -> None:
+        """Copies a file or directory out to the host, merged into `local_path` as
+        `LocalSandbox` does (swe-rex has no download: it travels as a base64 tar)."""
+        self._check_usable()
+        source = sandbox_path(self.workdir, sandbox_path_)
+        parent, name = posixpath.split(source)
+        packed = await self.exec(
+            f"tar -cf - -C {shlex.quote(parent or '/')} -- {shlex.quote(name)} | base64 -w0; "
+            "exit ${PIPESTATUS[0]}"
+        )
+        if not packed.ok:
+            if "No such file" in packed.stderr:
+                raise FileNotFoundError(f"no such file in the sandbox: {source}")
+            raise SandboxError(f"packing {source} failed: {packed.stderr.strip()}")
+        if "[output truncated" in packed.stdout:  # base64 never contains "["
+            raise SandboxError(
+                f"{source} is larger than max_output_bytes ({self.max_output_bytes}) as a "
+                "base64 tar; download its parts separately"
+            )
+        data = base64.b64decode(packed.stdout)
+
+        def unpack() -> None:
+            with tempfile.TemporaryDirectory(prefix="agent-rl-download-") as scratch:
+                with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+                    archive.extractall(scratch, filter="data")
+                copy_path(Path(scratch) / name, Path(local_path))
+
+        await asyncio.to_thread(unpack)
+
+    async def diff(self) -> str:
+        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
+
+        Raises:
+            SandboxError: `workdir` is not a git repository or git failed.
+        """
+        result = await self.exec(diff_script(self.diff_base))
+        if not result.ok:
+            raise SandboxError(
+                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
+                f"{result.stderr.strip()}"
+            )
+        return result.stdout
+
+    async def close(self) -> None:
+        """Stops the deployment: removes a docker/modal container, closes a runtime
+        (idempotent).
+
+        Raises:
+            SandboxError: Stopping failed or took longer than `runtime_timeout_s`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
+        if self._stopping is None and self._deployment is not None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        if self._stopping is not None:
+            await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
+        deployment = self._deployment
+        assert deployment is not None
+        # swe-rex's ModalDeployment.stop only terminates sandboxes that already exited.
+        modal_sandbox = (
+            getattr(deployment, "_sandbox", None) if self.deployment == "modal" else None
+        )
+        try:
+            async with asyncio.timeout(self.runtime_timeout_s):
+                await deployment.stop()
+                if modal_sandbox is not None:
+                    await modal_sandbox.terminate.aio()
+        except Exception as e:
+            raise SandboxError(
+                f"stopping the swe-rex {self.deployment} deployment failed: {e}"
+            ) from e
+
+    async def _close_quietly(self) -> None:
+        """Closes after a failed start; the start error is the one the caller sees."""
+        try:
+            await self.close()
+        except SandboxError:
+            logger.exception("closing a swe-rex sandbox that failed to start failed")
+
+    async def _call(
+        self, method: Callable[[Any], Awaitable[T]], request: Any, timeout_s: float
+    ) -> T:
+        """Calls a runtime method within `timeout_s`; the in-process runtime blocks its event
+        loop while it works, so it gets a thread (and a loop) of its own."""
+        work: Awaitable[T] = (
+            asyncio.get_running_loop().run_in_executor(
+                _in_process_executor(), _run_coroutine, method, request
+            )
+            if self._in_process
+            else method(request)
+        )
+        async with asyncio.timeout(timeout_s):
+            return await work
+
+    def _runtime(self) -> Any:
+        assert self._deployment is not None
+        return self._deployment.runtime
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        if not self._started:
+            raise SandboxError("the sandbox is not started; call start() or use `async with`")
+        if self._expired:
+            raise self._deadline_error()
+
+    def _expire(self) -> None:
+        """Stops the deployment once the wall-clock deadline passes."""
+        if self._expired:
+            return
+        self._expired = True
+        logger.warning(
+            "swe-rex sandbox passed its %g s deadline; stopping its deployment", self.wall_clock_s
+        )
+        if self._stopping is None and self._deployment is not None:
+            self._stopping = asyncio.ensure_future(self._stop())
+
+    def _deadline_error(self) -> SandboxDeadlineError:
+        return SandboxDeadlineError(
+            f"swe-rex sandbox passed its wall-clock deadline ({self.wall_clock_s:g} s); its "
+            "deployment was stopped"
+        )
+
+
+class _RemoteDeployment(RemoteDeployment):
+    """swe-rex's `RemoteDeployment` with an idempotent `stop()`: every deployment's `__del__`
+    calls `stop()` again, which the original cannot do twice (a "never retrieved" task error)."""
+
+    async def stop(self) -> None:
+        if self._runtime is not None:
+            await super().stop()
+
+
+@functools.cache
+def _in_process_executor() -> ThreadPoolExecutor:
+    """Threads for in-process runtime calls, apart from asyncio's default executor, which
+    long-running commands would otherwise starve (it also serves every `to_thread`)."""
+    return ThreadPoolExecutor(max_workers=_IN_PROCESS_THREADS, thread_name_prefix="swerex-local")
+
+
+def _run_coroutine(method: Callable[[Any], Awaitable[T]], request: Any) -> T:
+    async def call() -> T:
+        return await method(request)
+
+    return asyncio.run(call())
+
+
+@contextlib.contextmanager
+def _transport_errors(what: str) -> Iterator[None]:
+    """Turns runtime and transport failures into `SandboxError`; file errors pass through."""
+    try:
+        yield
+    except TimeoutError as e:
+        raise SandboxError(f"swe-rex {what} did not answer in time") from e
+    except (aiohttp.ClientError, SwerexException) as e:
+        raise SandboxError(f"swe-rex {what} failed: {e}") from e
