@@ -5,38 +5,39 @@ with swap off, `--pids-limit`, `--cpus`) and `sleep <wall_clock_s>` as its only 
 stops by itself at the deadline even if this process dies (`--rm` then removes it). A host timer
 removes it at the same deadline; `close()` removes it on every path with `docker rm -f`.
 
-Commands do not rely on the CLI for their timeout: killing a `docker exec` client leaves its
-process running in the container. Every command instead runs under `timed_shell_argv`, a bash
-wrapper *inside* the sandbox that starts it under GNU `timeout -s KILL` in a process group of
-its own, kills that whole group when the command ends or times out (background children do not
-outlive their command) and records the group in a pid file. A command whose client outlives its
-timeout, or whose caller is cancelled, is killed through that pid file (`kill_group_argv`).
-The wrapper, `finish_exec` and `diff_script` are shared with the `swerex` and `modal` backends,
-whose transports have the same problem.
-
-The CLI is reached through a `CommandRunner`, so tests inject a fake that records argv.
+Commands do not rely on the CLI for their timeout (killing a `docker exec` client leaves its
+process running in the container): they run under the in-sandbox wrapper of `timed_shell`.
+The CLI is reached through a `CommandRunner` (`docker_cli`), so tests inject a fake.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import os
 import posixpath
-import re
 import shlex
-import signal
 import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.docker_cli import CliResult, CommandRunner, run_cli
+from uni_agent_core.sandbox.timed_shell import (
+    CONTROL_TIMEOUT_S,
+    DEFAULT_MAX_OUTPUT_BYTES,
+    EXEC_GRACE_S,
+    decode_capped,
+    diff_script,
+    finish_exec,
+    kill_group_argv,
+    new_pidfile,
+    sandbox_path,
+    timed_shell_argv,
+)
 from uni_agent_core.sandbox.workspace_files import copy_path
 
 if TYPE_CHECKING:
@@ -44,16 +45,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_OUTPUT_BYTES = 10 * 1024 * 1024
-TIMEOUT_EXIT_CODE = 124
-KILLED_EXIT_CODE = 128 + signal.SIGKILL
-EXEC_GRACE_S = 10.0
-"""Time a transport (CLI, HTTP, RPC) may take beyond a command's in-sandbox timeout before the
-host gives up on it."""
-CONTROL_TIMEOUT_S = 30.0
-"""Timeout of control commands: the pid-file kill, `mkdir` before a copy."""
 _REMOVE_TIMEOUT_S = 60.0
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DAEMON_ERRORS = (
     "Error response from daemon",
     "Error: No such container",
@@ -64,197 +56,6 @@ _DAEMON_ERRORS = (
 """How the docker CLI (rather than the command) reports a failure on stderr."""
 _GONE = ("No such container", "is already in progress")
 """`docker rm -f` answers for a container that is already removed (or being removed)."""
-
-_TIMED_SHELL = """pidfile=$1 limit=$2 dir=$3 cmd=$4; shift 4
-cd -- "$dir" || exit 1
-timeout -s KILL "$limit" env -- "$@" bash -c "$cmd" &
-pid=$!
-echo "$pid" > "$pidfile" 2>/dev/null
-wait "$pid" 2>/dev/null; rc=$?
-kill -KILL -- "-$pid" 2>/dev/null
-rm -f -- "$pidfile"
-exit "$rc"
-"""
-# `timeout` (without --foreground) moves itself and the command into a new process group whose
-# id is its pid, so `kill -- -$pid` reaches every process of the command that did not setsid.
-# Background jobs of a non-interactive bash read /dev/null, like local commands.
-
-_KILL_GROUP = 'pid=$(cat -- "$1" 2>/dev/null) && kill -KILL -- "-$pid" 2>/dev/null; rm -f -- "$1"'
-
-
-def timed_shell_argv(
-    command: str, *, limit_s: float, cwd: str, env: Mapping[str, str], pidfile: str
-) -> list[str]:
-    """The argv that runs `command` with bash inside a sandbox and kills it after `limit_s`.
-
-    The sandbox needs bash and GNU coreutils (`timeout`, `env`).
-
-    Args:
-        command: A bash script.
-        limit_s: Seconds until the command's whole process group gets SIGKILL (exit 137).
-        cwd: Absolute working directory inside the sandbox.
-        env: Extra environment of the command, on top of the sandbox's own.
-        pidfile: Sandbox path where the wrapper records the command's process group.
-
-    Raises:
-        ValueError: An environment variable name is not a valid shell name.
-    """
-    for name in env:
-        if not _ENV_NAME.fullmatch(name):
-            raise ValueError(f"environment variable name {name!r} is not a valid shell name")
-    assignments = [f"{name}={value}" for name, value in env.items()]
-    limit = f"{limit_s:.3f}"
-    return ["bash", "-c", _TIMED_SHELL, "agent-rl-exec", pidfile, limit, cwd, command, *assignments]
-
-
-def kill_group_argv(pidfile: str) -> list[str]:
-    """The argv that SIGKILLs the process group a `timed_shell_argv` command recorded."""
-    return ["bash", "-c", _KILL_GROUP, "agent-rl-kill", pidfile]
-
-
-def new_pidfile() -> str:
-    """A fresh pid-file path for one command (in the sandbox's /tmp)."""
-    return f"/tmp/.agent-rl-exec-{uuid.uuid4().hex}.pid"
-
-
-def finish_exec(
-    returncode: int, stdout: str, stderr: str, *, elapsed_s: float, limit_s: float
-) -> ExecResult:
-    """The `ExecResult` of a `timed_shell_argv` command.
-
-    The wrapper's SIGKILL shows as exit 137, like any other SIGKILL; it counts as the timeout
-    when at least `limit_s` passed on the host, which always holds for a real timeout (the host
-    clock starts before the sandbox's). A timed-out command reports exit 124.
-    """
-    if returncode == KILLED_EXIT_CODE and elapsed_s >= limit_s:
-        return ExecResult(TIMEOUT_EXIT_CODE, stdout, stderr, timed_out=True)
-    return ExecResult(returncode, stdout, stderr)
-
-
-def decode_capped(data: bytes, max_bytes: int | None, dropped: int = 0) -> str:
-    """UTF-8 text of `data` cut to `max_bytes`, saying how much was dropped (as `LocalSandbox`)."""
-    if max_bytes is not None and len(data) > max_bytes:
-        dropped += len(data) - max_bytes
-        data = data[:max_bytes]
-    text = data.decode("utf-8", errors="replace")
-    if dropped:
-        text += f"\n[output truncated: {dropped} more bytes dropped]"
-    return text
-
-
-def diff_script(diff_base: str) -> str:
-    """A bash script printing the patch from `diff_base` to the working tree, untracked files
-    included, staged through a throwaway index so the repository's own index is untouched."""
-    return (
-        "set -e; scratch=$(mktemp -d); trap 'rm -rf \"$scratch\"' EXIT; "
-        'index=$(git rev-parse --git-path index); [ -f "$index" ] && '
-        'cp "$index" "$scratch/index"; export GIT_INDEX_FILE="$scratch/index"; '
-        "git add -A; git -c core.quotepath=off diff --cached --binary --no-color "
-        f"--no-ext-diff {shlex.quote(diff_base)} --"
-    )
-
-
-def sandbox_path(workdir: PurePosixPath, path: str) -> str:
-    """`path` as an absolute, normalized sandbox path (relative paths are under `workdir`)."""
-    return posixpath.normpath(workdir / path)
-
-
-@dataclass(frozen=True)
-class CliResult:
-    """What one host command (a `docker ...` invocation) did."""
-
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-    timed_out: bool = False
-    """The command passed its host-side timeout and was killed."""
-    stdout_dropped: int = 0
-    """Bytes of stdout beyond `max_output_bytes`, not kept."""
-    stderr_dropped: int = 0
-    """Bytes of stderr beyond `max_output_bytes`, not kept."""
-
-
-class CommandRunner(Protocol):
-    """Runs a host command; the default is `run_cli`, tests inject fakes."""
-
-    async def __call__(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout_s: float,
-        stdin: bytes | None = None,
-        max_output_bytes: int | None = None,
-    ) -> CliResult: ...
-
-
-async def run_cli(
-    argv: Sequence[str],
-    *,
-    timeout_s: float,
-    stdin: bytes | None = None,
-    max_output_bytes: int | None = None,
-) -> CliResult:
-    """Runs a host command in its own process group, killed on timeout or cancellation.
-
-    Args:
-        argv: Program and arguments.
-        timeout_s: Seconds until the process group is killed and the result says `timed_out`.
-        stdin: Bytes fed to the command's stdin (None: /dev/null).
-        max_output_bytes: Bytes kept of stdout and of stderr (None: all).
-    """
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    readers = [
-        asyncio.ensure_future(_read_capped(process.stdout, max_output_bytes)),
-        asyncio.ensure_future(_read_capped(process.stderr, max_output_bytes)),
-    ]
-    try:
-        timed_out = False
-        try:
-            async with asyncio.timeout(timeout_s):
-                if stdin is not None:
-                    assert process.stdin is not None
-                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                        process.stdin.write(stdin)
-                        await process.stdin.drain()
-                        process.stdin.close()
-                await process.wait()
-        except TimeoutError:
-            timed_out = True
-            _kill_group(process)
-            await process.wait()
-        done, _ = await asyncio.wait(readers, timeout=1.0)
-        (out, out_dropped), (err, err_dropped) = (
-            r.result() if r in done else (b"", 0) for r in readers
-        )
-        assert process.returncode is not None
-        return CliResult(process.returncode, out, err, timed_out, out_dropped, err_dropped)
-    finally:
-        if process.returncode is None:
-            _kill_group(process)
-        for reader in readers:
-            reader.cancel()
-
-
-def _kill_group(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-async def _read_capped(stream: asyncio.StreamReader, cap: int | None) -> tuple[bytes, int]:
-    kept = bytearray()
-    dropped = 0
-    while chunk := await stream.read(1 << 16):
-        room = len(chunk) if cap is None else max(cap - len(kept), 0)
-        kept += chunk[:room]
-        dropped += len(chunk) - min(room, len(chunk))
-    return bytes(kept), dropped
 
 
 class DockerSandbox:

@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
-from uni_agent_core.sandbox.docker import (
+from uni_agent_core.sandbox.timed_shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
     TIMEOUT_EXIT_CODE,

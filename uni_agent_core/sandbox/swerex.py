@@ -56,7 +56,7 @@ from swerex.runtime.abstract import (
 from swerex.runtime.local import LocalRuntime
 
 from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
-from uni_agent_core.sandbox.docker import (
+from uni_agent_core.sandbox.timed_shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
     TIMEOUT_EXIT_CODE,

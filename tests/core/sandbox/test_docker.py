@@ -20,8 +20,10 @@ import pytest
 
 from uni_agent_core.config.sandbox import DockerSandboxConfig
 from uni_agent_core.sandbox import docker as docker_module
+from uni_agent_core.sandbox import timed_shell
 from uni_agent_core.sandbox.base import Sandbox, SandboxDeadlineError, SandboxError
-from uni_agent_core.sandbox.docker import CliResult, DockerSandbox, run_cli
+from uni_agent_core.sandbox.docker import DockerSandbox
+from uni_agent_core.sandbox.docker_cli import CliResult, run_cli
 
 Handler = Callable[[list[str]], Awaitable[CliResult]]
 
@@ -167,11 +169,11 @@ def test_exec_runs_under_the_in_container_kill_wrapper() -> None:
     asyncio.run(main())
     call = fake.calls[2]
     argv = call.argv
-    assert argv[:6] == ["docker", "exec", sb.name, "bash", "-c", docker_module._TIMED_SHELL]
+    assert argv[:6] == ["docker", "exec", sb.name, "bash", "-c", timed_shell._TIMED_SHELL]
     pidfile, limit, cwd, command, *env = argv[7:]
     assert pidfile.startswith("/tmp/.agent-rl-exec-") and pidfile.endswith(".pid")
     assert (limit, cwd, command, env) == ("7.500", "/testbed/src", "make test", ["A=1", "B=x y"])
-    assert "timeout -s KILL" in docker_module._TIMED_SHELL
+    assert "timeout -s KILL" in timed_shell._TIMED_SHELL
     assert call.timeout_s == pytest.approx(7.5 + docker_module.EXEC_GRACE_S)
 
 
@@ -366,7 +368,7 @@ def test_cancelled_exec_is_killed_inside_the_container(tmp_path: Path) -> None:
             with pytest.raises(asyncio.CancelledError):
                 await task
             kill = fake.calls[-1].argv
-            assert kill[3:6] == ["bash", "-c", docker_module._KILL_GROUP]
+            assert kill[3:6] == ["bash", "-c", timed_shell._KILL_GROUP]
             assert host_sleeps(mark) == 0
 
     asyncio.run(main())
@@ -382,7 +384,7 @@ def test_hung_client_is_given_up_on_and_its_command_killed(
 
     async def stuck_exec(argv: list[str]) -> CliResult:
         payload = argv[argv.index("exec") + 2 :]
-        if payload[2] != docker_module._TIMED_SHELL:
+        if payload[2] != timed_shell._TIMED_SHELL:
             return await run_cli(payload, timeout_s=5)
         payload[5] = "3600"  # the in-container timeout fails to fire
         await asyncio.create_subprocess_exec(*payload, start_new_session=True)
@@ -396,7 +398,7 @@ def test_hung_client_is_given_up_on_and_its_command_killed(
             fake.handlers["exec"] = stuck_exec
             with pytest.raises(SandboxError, match="did not return within 0.5 s"):
                 await sb.exec(f"sleep {mark}", timeout=0.2)
-            assert fake.calls[-1].argv[5] == docker_module._KILL_GROUP
+            assert fake.calls[-1].argv[5] == timed_shell._KILL_GROUP
             assert host_sleeps(mark) == 0
 
     asyncio.run(main())

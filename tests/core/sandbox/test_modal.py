@@ -22,8 +22,8 @@ import pytest
 from uni_agent_core.config.sandbox import ModalSandboxConfig
 from uni_agent_core.sandbox import modal as modal_module
 from uni_agent_core.sandbox.base import Sandbox, SandboxDeadlineError, SandboxError
-from uni_agent_core.sandbox.docker import _KILL_GROUP, _TIMED_SHELL, EXEC_GRACE_S
 from uni_agent_core.sandbox.modal import ModalSandbox
+from uni_agent_core.sandbox.timed_shell import _KILL_GROUP, _TIMED_SHELL, EXEC_GRACE_S
 
 
 class Aio:
