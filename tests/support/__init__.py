@@ -1,0 +1,1 @@
+"""Shared test doubles and helpers (importable from every test: see `pythonpath`)."""
