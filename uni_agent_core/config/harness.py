@@ -83,8 +83,9 @@ class BlackboxHarnessConfig(ConfigModel):
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables of the agent process (no secrets: use the blocks store)."""
     max_model_calls: int | None = Field(default=None, ge=1)
-    """Most model calls the gateway serves to this session; later calls get an error and the
-    episode ends with `max_turns`. None leaves turn limits to the agent."""
+    """Most model calls per episode: the harness watches the session's recorded calls and stops
+    the agent (ending with `max_turns`) once it has made more; one call past the cap may be
+    served. None leaves turn limits to the agent."""
 
     @field_validator("command")
     @classmethod
