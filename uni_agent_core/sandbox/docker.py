@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
 from uni_agent_core.sandbox.docker_cli import CliResult, CommandRunner, run_cli
+from uni_agent_core.sandbox.lifecycle import StartOnce, probe_workdir
 from uni_agent_core.sandbox.timed_shell import (
     CONTROL_TIMEOUT_S,
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -58,7 +59,7 @@ _GONE = ("No such container", "is already in progress")
 """`docker rm -f` answers for a container that is already removed (or being removed)."""
 
 
-class DockerSandbox:
+class DockerSandbox(StartOnce):
     """A container from `image`, driven by the docker CLI: `async with DockerSandbox(...) as sb:`.
 
     Needs bash and GNU coreutils in the image (every SWE-bench-style image has both).
@@ -211,38 +212,6 @@ class DockerSandbox:
             str(math.ceil(self.wall_clock_s)),
         ]
 
-    async def start(self) -> None:
-        """Creates the container, starts the deadline, creates `workdir` as a probe.
-
-        Raises:
-            SandboxError: `docker run` failed or the image cannot run the command wrapper
-                (bash and GNU coreutils), or startup took longer than `startup_timeout_s`;
-                the container is removed.
-        """
-        async with self._start_lock:
-            if self._closed:
-                raise SandboxError("the sandbox is closed; create a new one")
-            if self._started:
-                return
-            try:
-                async with asyncio.timeout(self.startup_timeout_s):
-                    await self._start()
-            except TimeoutError as e:
-                await self._close_quietly()
-                raise SandboxError(
-                    f"container {self.name} did not start within {self.startup_timeout_s:g} s"
-                ) from e
-            except SandboxError:
-                await self._close_quietly()
-                raise
-            except OSError as e:
-                await self._close_quietly()
-                raise SandboxError(f"cannot run the docker CLI ({self._docker[0]}): {e}") from e
-            except BaseException:
-                await self._close_quietly()
-                raise
-            self._started = True
-
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + self.wall_clock_s
@@ -254,12 +223,18 @@ class DockerSandbox:
                 f"docker run {self.image} failed (exit {created.returncode}): "
                 f"{_text(created.stderr)}"
             )
-        probe = await self.exec(f"mkdir -p -- {shlex.quote(str(self.workdir))}", cwd="/")
-        if not probe.ok:
-            raise SandboxError(
-                f"container {self.name} cannot run commands (exit {probe.exit_code}; the image "
-                f"needs bash and GNU coreutils): {probe.stderr.strip() or probe.stdout.strip()}"
-            )
+        await probe_workdir(self.exec, self.workdir, f"container {self.name} (its image)")
+
+    async def _abort_start(self) -> None:
+        await self._close_quietly()
+
+    def _start_timeout_message(self) -> str:
+        return f"container {self.name} did not start within {self.startup_timeout_s:g} s"
+
+    def _start_error(self, error: Exception) -> SandboxError | None:
+        if isinstance(error, OSError):
+            return SandboxError(f"cannot run the docker CLI ({self._docker[0]}): {error}")
+        return None
 
     async def exec(
         self,

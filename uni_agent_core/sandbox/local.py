@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
 from uni_agent_core.sandbox.bwrap import bwrap_argv, find_bwrap
+from uni_agent_core.sandbox.lifecycle import StartOnce
 from uni_agent_core.sandbox.limits import Limits, join_argv
 from uni_agent_core.sandbox.process import kill_group, run_process
 from uni_agent_core.sandbox.workspace_files import confine, copy_path, force_rmtree
@@ -47,7 +48,7 @@ TIMEOUT_EXIT_CODE = 124
 _REMOVE_TIMEOUT_S = 120.0
 
 
-class LocalSandbox:
+class LocalSandbox(StartOnce):
     """A workspace on this host whose commands run under bubblewrap (or, trusted, without).
 
     Use as `async with LocalSandbox(...) as sb:`; `close()` runs on every path.
@@ -159,31 +160,6 @@ class LocalSandbox:
         if self._root is None:
             raise SandboxError("the sandbox is not started")
         return self._root
-
-    async def start(self) -> None:
-        """Creates the directories and cgroup, starts the deadline, runs a probe command.
-
-        Raises:
-            SandboxError: bubblewrap (or `prlimit`, `bash`) is missing, the probe failed, or
-                startup took longer than `startup_timeout_s`; nothing is left behind.
-        """
-        async with self._start_lock:
-            if self._closed:
-                raise SandboxError("the sandbox is closed; create a new one")
-            if self._started:
-                return
-            try:
-                async with asyncio.timeout(self.startup_timeout_s):
-                    await self._start()
-            except TimeoutError as e:
-                await self.close()
-                raise SandboxError(
-                    f"sandbox did not start within {self.startup_timeout_s:g} s"
-                ) from e
-            except BaseException:
-                await self.close()
-                raise
-            self._started = True
 
     async def _start(self) -> None:
         if self.isolation == "bubblewrap":
@@ -369,6 +345,9 @@ class LocalSandbox:
                         await asyncio.to_thread(force_rmtree, root)
                 except TimeoutError as e:
                     raise SandboxError(f"removing {root} took over {_REMOVE_TIMEOUT_S} s") from e
+
+    async def _abort_start(self) -> None:
+        await self.close()
 
     def _check_usable(self) -> Path:
         if self._closed:

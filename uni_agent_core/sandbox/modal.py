@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.lifecycle import StartOnce, probe_workdir
 from uni_agent_core.sandbox.timed_shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
@@ -60,7 +61,7 @@ _EXEC_TIMED_OUT = -1
 """What Modal's `ContainerProcess.wait` returns when the exec's own timeout passed."""
 
 
-class ModalSandbox:
+class ModalSandbox(StartOnce):
     """A Modal sandbox from `image`: `async with ModalSandbox(image=...) as sb:`.
 
     Needs bash and GNU coreutils (and `tar` for directory copies) in the image.
@@ -180,38 +181,6 @@ class ModalSandbox:
             self._modal_module = importlib.import_module("modal")
         return self._modal_module
 
-    async def start(self) -> None:
-        """Creates the Modal sandbox, starts the deadline, creates `workdir` as a probe.
-
-        Raises:
-            SandboxError: Creation failed, the image cannot run the command wrapper, or startup
-                took longer than `startup_timeout_s`; the sandbox is terminated.
-        """
-        async with self._start_lock:
-            if self._closed:
-                raise SandboxError("the sandbox is closed; create a new one")
-            if self._started:
-                return
-            try:
-                async with asyncio.timeout(self.startup_timeout_s):
-                    await self._start()
-            except TimeoutError as e:
-                await self._close_quietly()
-                raise SandboxError(
-                    f"modal sandbox did not start within {self.startup_timeout_s:g} s"
-                ) from e
-            except SandboxError:
-                await self._close_quietly()
-                raise
-            except Exception as e:
-                # Modal raises its own types (auth, quota, image build); the pool retries these.
-                await self._close_quietly()
-                raise SandboxError(f"creating the modal sandbox failed: {e}") from e
-            except BaseException:
-                await self._close_quietly()
-                raise
-            self._started = True
-
     async def _start(self) -> None:
         modal = self.modal
         loop = asyncio.get_running_loop()
@@ -231,12 +200,17 @@ class ModalSandbox:
             workdir=str(self.workdir),
             region=self.region,
         )
-        probe = await self._exec(f"mkdir -p -- {shlex.quote(str(self.workdir))}", cwd="/")
-        if not probe.ok:
-            raise SandboxError(
-                f"the modal sandbox cannot run commands (exit {probe.exit_code}; the image "
-                f"needs bash and GNU coreutils): {probe.stderr.strip() or probe.stdout.strip()}"
-            )
+        await probe_workdir(self._exec, self.workdir, "the modal sandbox (its image)")
+
+    async def _abort_start(self) -> None:
+        await self._close_quietly()
+
+    def _start_timeout_message(self) -> str:
+        return f"modal sandbox did not start within {self.startup_timeout_s:g} s"
+
+    def _start_error(self, error: Exception) -> SandboxError:
+        # Modal raises its own types (auth, quota, image build); the pool retries these.
+        return SandboxError(f"creating the modal sandbox failed: {error}")
 
     async def exec(
         self,

@@ -56,6 +56,7 @@ from swerex.runtime.abstract import (
 from swerex.runtime.local import LocalRuntime
 
 from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.lifecycle import StartOnce, probe_workdir
 from uni_agent_core.sandbox.timed_shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
@@ -83,7 +84,7 @@ _IN_PROCESS_THREADS = 64
 """Commands of in-process (`local`) swe-rex sandboxes that can run at once."""
 
 
-class SwerexSandbox:
+class SwerexSandbox(StartOnce):
     """A swe-rex runtime as a sandbox: `async with SwerexSandbox(deployment=..., ...) as sb:`.
 
     Needs bash and GNU coreutils where the runtime runs.
@@ -247,44 +248,6 @@ class SwerexSandbox:
             )
         raise ValueError(f"unknown swe-rex deployment {self.deployment!r}")
 
-    async def start(self) -> None:
-        """Starts the deployment, waits for its runtime, creates `workdir` as a probe.
-
-        Raises:
-            SandboxError: The deployment failed to start, its runtime never answered, it cannot
-                run the command wrapper, or startup took longer than `startup_timeout_s`;
-                the deployment is stopped.
-        """
-        async with self._start_lock:
-            if self._closed:
-                raise SandboxError("the sandbox is closed; create a new one")
-            if self._started:
-                return
-            try:
-                async with asyncio.timeout(self.startup_timeout_s):
-                    await self._start()
-            except TimeoutError as e:
-                await self._close_quietly()
-                last = self._last_alive_message.strip().splitlines()
-                raise SandboxError(
-                    f"swe-rex {self.deployment} runtime did not start within "
-                    f"{self.startup_timeout_s:g} s"
-                    + (f"; its last answer: {last[0]}" if last else "")
-                ) from e
-            except SandboxError:
-                await self._close_quietly()
-                raise
-            except Exception as e:
-                # swe-rex, docker and modal raise their own types; the pool retries SandboxError.
-                await self._close_quietly()
-                raise SandboxError(
-                    f"swe-rex {self.deployment} deployment failed to start: {e}"
-                ) from e
-            except BaseException:
-                await self._close_quietly()
-                raise
-            self._started = True
-
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + self.wall_clock_s
@@ -297,12 +260,21 @@ class SwerexSandbox:
         while not (alive := await runtime.is_alive(timeout=self.runtime_timeout_s)):
             self._last_alive_message = alive.message
             await asyncio.sleep(_ALIVE_POLL_S)
-        probe = await self._exec(f"mkdir -p -- {shlex.quote(str(self.workdir))}", cwd="/")
-        if not probe.ok:
-            raise SandboxError(
-                f"the swe-rex runtime cannot run commands (exit {probe.exit_code}; it needs bash "
-                f"and GNU coreutils): {probe.stderr.strip() or probe.stdout.strip()}"
-            )
+        await probe_workdir(self._exec, self.workdir, "the swe-rex runtime")
+
+    async def _abort_start(self) -> None:
+        await self._close_quietly()
+
+    def _start_timeout_message(self) -> str:
+        last = self._last_alive_message.strip().splitlines()
+        return (
+            f"swe-rex {self.deployment} runtime did not start within "
+            f"{self.startup_timeout_s:g} s" + (f"; its last answer: {last[0]}" if last else "")
+        )
+
+    def _start_error(self, error: Exception) -> SandboxError:
+        # swe-rex, docker and modal raise their own types; the pool retries SandboxError.
+        return SandboxError(f"swe-rex {self.deployment} deployment failed to start: {error}")
 
     async def exec(
         self,
