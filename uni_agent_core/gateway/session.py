@@ -332,7 +332,9 @@ class GatewaySession:
             seed=seed,
             **sampling,
         )
+        started = time.perf_counter()
         output = await self._call_engine(index, engine_request, request, on_delta)
+        self.metrics.engine_latency.observe(time.perf_counter() - started)
         if output.finish_reason is FinishReason.ABORT:
             raise RuntimeError("the engine aborted the generation; nothing was recorded")
         reply = self.decoder.decode(output.token_ids, output.finish_reason, request.tools)

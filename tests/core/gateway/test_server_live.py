@@ -319,4 +319,5 @@ def test_finalize_delete_and_metrics(scripted_gateway) -> None:
     metrics = httpx.get(url + "/metrics").text
     assert "agent_rl_gateway_requests_total" in metrics
     assert "agent_rl_gateway_request_seconds_bucket" in metrics
+    assert "agent_rl_gateway_engine_seconds_count 0" not in metrics
     assert "agent_rl_gateway_rollbacks_total" in metrics
