@@ -91,6 +91,84 @@ def _cmd_gateway_demo(args: argparse.Namespace) -> int:
     return run_demo(model=args.model, turns=args.turns)
 
 
+def _data_sandbox(args: argparse.Namespace):  # noqa: ANN202 - SandboxConfig
+    from uni_agent_core.config.sandbox import LocalSandboxConfig
+
+    if args.recipe:
+        from uni_agent_core.config import load_recipe
+
+        return load_recipe(args.recipe, list(args.set)).sandbox
+    return LocalSandboxConfig(isolation=args.isolation)
+
+
+def _cmd_data_generate(args: argparse.Namespace) -> int:
+    from uni_agent_core.envs.commands import generate_micro_swe
+
+    levels = [level.strip() for level in args.levels.split(",") if level.strip()]
+    return generate_micro_swe(args.n, args.seed, args.out, levels, args.split)
+
+
+def _cmd_data_validate(args: argparse.Namespace) -> int:
+    from uni_agent_core.envs.commands import validate_data
+
+    return validate_data(
+        args.path,
+        out=args.out,
+        reruns=args.reruns,
+        timeout_s=args.timeout_s,
+        concurrency=args.concurrency,
+        sandbox=_data_sandbox(args),
+        split=args.split,
+    )
+
+
+def _cmd_data_oracle(args: argparse.Namespace) -> int:
+    from uni_agent_core.envs.commands import oracle_score
+
+    return oracle_score(
+        args.path, concurrency=args.concurrency, sandbox=_data_sandbox(args), split=args.split
+    )
+
+
+def _add_data_parser(sub: argparse._SubParsersAction) -> None:
+    data = sub.add_parser("data", help="task sets: generate micro-swe, validate, oracle scores")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    generate = data_sub.add_parser("generate", help="generate a bundled task suite")
+    generate_sub = generate.add_subparsers(dest="suite", required=True)
+    micro = generate_sub.add_parser(
+        "micro-swe", help="small Python repos with planted bugs and hidden tests (SWE-bench form)"
+    )
+    micro.add_argument("--n", type=int, default=64, help="number of tasks")
+    micro.add_argument("--seed", type=int, default=0)
+    micro.add_argument("--out", default="data/micro-swe", help="output directory")
+    micro.add_argument("--levels", default="L0,L1,L2,L3", help="comma-separated, taken in turn")
+    micro.add_argument(
+        "--split", choices=["train", "heldout"], default="train",
+        help="heldout draws only bugs that never occur in train",
+    )
+    micro.set_defaults(func=_cmd_data_generate)
+    for name, helptext, func in (
+        ("validate", "check every task (gold fixes, tests fail before, not flaky, no leak); "
+         "writes validation.json and validation.md", _cmd_data_validate),
+        ("oracle", "score every task's gold patch with the verifier", _cmd_data_oracle),
+    ):
+        command = data_sub.add_parser(name, help=helptext)
+        command.add_argument("path", help="tasks.jsonl / parquet / a dataset directory")
+        command.add_argument("--split", default="test", help="split of a dataset directory")
+        command.add_argument("--concurrency", type=int, default=None, help="tasks at once")
+        command.add_argument("--recipe", help="take the sandbox section from this recipe")
+        command.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        command.add_argument(
+            "--isolation", choices=["bubblewrap", "none"], default="bubblewrap",
+            help="local sandbox isolation (without --recipe)",
+        )
+        command.set_defaults(func=func)
+        if name == "validate":
+            command.add_argument("--out", help="report directory (default: beside the tasks)")
+            command.add_argument("--reruns", type=int, default=3, help="runs after the fix")
+            command.add_argument("--timeout-s", type=float, default=300.0, help="per test run")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full `agent-rl` argument parser."""
     parser = argparse.ArgumentParser(prog="agent-rl", description=__doc__.splitlines()[0])
@@ -143,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", default="smollm2-135m")
     demo.add_argument("--turns", type=int, default=3)
     demo.set_defaults(func=_cmd_gateway_demo)
+
+    _add_data_parser(sub)
 
     chat = sub.add_parser("chat", help="one chat turn with a policy through the HF engine")
     chat.add_argument("prompt")

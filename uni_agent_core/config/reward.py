@@ -36,7 +36,11 @@ class ResolvedRewardConfig(_RewardBase):
 
 
 class PartialCreditRewardConfig(_RewardBase):
-    """Weighted mean of the FAIL_TO_PASS and PASS_TO_PASS pass fractions, in [0, 1]."""
+    """Weighted mean of the FAIL_TO_PASS and PASS_TO_PASS pass fractions, in [0, 1].
+
+    With the defaults this is the share of FAIL_TO_PASS tests that pass, given that every
+    PASS_TO_PASS test still passes.
+    """
 
     type: Literal["partial_credit"] = "partial_credit"
     """Selects partial credit."""
@@ -44,6 +48,9 @@ class PartialCreditRewardConfig(_RewardBase):
     """Weight of the fraction of FAIL_TO_PASS tests that now pass."""
     pass_to_pass_weight: float = Field(default=0.0, ge=0.0)
     """Weight of the fraction of PASS_TO_PASS tests that still pass."""
+    require_pass_to_pass: bool = True
+    """Score 0 unless every PASS_TO_PASS test still passes (partial credit for fixing, never
+    for breaking)."""
     resolved_bonus: float = Field(default=0.0, ge=0.0)
     """Added when every test passes (the result is then divided by 1 + bonus to stay in
     [0, 1])."""

@@ -48,8 +48,15 @@ class _Episode:
     messages: list[dict[str, Any]]
     steps: int = 0
     info: dict[str, Any] = field(
-        default_factory=lambda: {"tool_calls": 0, "tool_errors": 0, "format_errors": 0}
+        default_factory=lambda: {
+            "tool_calls": 0,
+            "tool_errors": 0,
+            "format_errors": 0,
+            "actions": [],
+        }
     )
+    """Counters, and `actions`: every tool call as {"name", "arguments"} (what the leak
+    auditor reads)."""
 
     def say(self, text: str) -> None:
         self.messages.append({"role": "user", "content": text})
@@ -185,6 +192,7 @@ class ReactHarness:
     ) -> ExitReason | None:
         episode.info["tool_calls"] += 1
         name, arguments = call.function.name, call.function.arguments
+        episode.info["actions"].append({"name": name, "arguments": arguments})
         for attempt in range(sandbox_errors.attempts()):
             try:
                 result = await self.tools.dispatch(sandbox, name, arguments)

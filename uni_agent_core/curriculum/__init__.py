@@ -1,0 +1,1 @@
+"""Curriculum: task validation, pass-rate history, difficulty estimation and dynamic sampling."""

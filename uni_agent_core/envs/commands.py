@@ -1,0 +1,167 @@
+"""What the `agent-rl data ...` commands do: generate micro-swe, validate a task set, score
+the gold patches (oracle), with progress lines on stderr and a summary on stdout.
+
+Exit codes: 0 when the command ran (defective tasks are a finding, not a failure), 2 when the
+input could not be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
+from uni_agent_core.envs.micro_swe.generator import Split, generate, write_dataset
+from uni_agent_core.envs.sources import TaskSourceError, load_task_file
+from uni_agent_core.envs.verifier import Verifier, task_sandbox_factory
+from uni_agent_core.types import TaskSpec
+
+INPUT_ERROR = 2
+
+
+class _Progress:
+    """Per-task progress lines with rate and ETA (every task with a finding, else every 10%)."""
+
+    def __init__(self, what: str, err: TextIO) -> None:
+        self.what, self.err, self.started = what, err, time.perf_counter()
+
+    def line(self, done: int, total: int, name: str, outcome: str, notable: bool) -> None:
+        step = max(1, total // 10)
+        if not (notable or done % step == 0 or done == total):
+            return
+        elapsed = time.perf_counter() - self.started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (total - done) / rate if rate > 0 else 0.0
+        print(
+            f"[{self.what} {done:>{len(str(total))}}/{total}] {rate:5.1f} tasks/s "
+            f"ETA {eta:5.0f}s  {name}: {outcome}",
+            file=self.err,
+            flush=True,
+        )
+
+
+def generate_micro_swe(
+    n: int, seed: int, out: str, levels: Sequence[str], split: Split, *, stdout: TextIO = sys.stdout
+) -> int:
+    started = time.perf_counter()
+    tasks = generate(n, seed, levels, split)
+    path = write_dataset(tasks, out)
+    counts: dict[str, int] = {}
+    for generated in tasks:
+        level = generated.task.difficulty or "?"
+        counts[level] = counts.get(level, 0) + 1
+    per_level = ", ".join(f"{level}: {count}" for level, count in sorted(counts.items()))
+    print(
+        f"wrote {len(tasks)} micro-swe tasks ({split} split, seed {seed}; {per_level}) to {path} "
+        f"in {time.perf_counter() - started:.1f}s",
+        file=stdout,
+    )
+    return 0
+
+
+def _load(path: str, split: str, err: TextIO) -> list[TaskSpec] | None:
+    try:
+        tasks = load_task_file(path, split)
+    except (TaskSourceError, OSError, ValueError) as error:
+        print(f"error: cannot read tasks from {path}: {error}", file=err)
+        return None
+    if not tasks:
+        print(f"error: {path} holds no tasks", file=err)
+        return None
+    return tasks
+
+
+def validate_data(
+    path: str,
+    *,
+    out: str | None,
+    reruns: int,
+    timeout_s: float,
+    concurrency: int | None,
+    sandbox: SandboxConfig | None = None,
+    split: str = "test",
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+) -> int:
+    """`agent-rl data validate`: check every task, write validation.{json,md}."""
+    from uni_agent_core.curriculum.validation import validate_tasks, write_report
+
+    tasks = _load(path, split, stderr)
+    if tasks is None:
+        return INPUT_ERROR
+    progress = _Progress("validate", stderr)
+
+    def on_result(done: int, total: int, result) -> None:  # noqa: ANN001 - TaskValidation
+        outcome = "ok" if result.valid else ", ".join(map(str, result.defects))
+        progress.line(done, total, result.instance_id, outcome, notable=not result.valid)
+
+    factory = task_sandbox_factory(sandbox or LocalSandboxConfig())
+    report = asyncio.run(
+        validate_tasks(
+            tasks, factory, reruns=reruns, timeout_s=timeout_s, concurrency=concurrency,
+            on_result=on_result,
+        )
+    )
+    target_dir = Path(out) if out else _default_report_dir(path)
+    target = write_report(report, target_dir, source=str(path))
+    share = 100.0 * report.valid / report.total
+    print(f"{report.valid}/{report.total} valid ({share:.1f}%) in {report.duration_s:.1f}s",
+          file=stdout)
+    for defect, count in report.by_defect.items():
+        print(f"  {defect}: {count}", file=stdout)
+    for level, row in report.by_difficulty.items():
+        print(f"  {level}: {row['valid']}/{row['total']} valid", file=stdout)
+    print(f"report: {target} and {target.with_suffix('.md')}", file=stdout)
+    return 0
+
+
+def _default_report_dir(path: str) -> Path:
+    source = Path(path)
+    return source if source.is_dir() else source.parent
+
+
+def oracle_score(
+    path: str,
+    *,
+    concurrency: int | None,
+    sandbox: SandboxConfig | None = None,
+    split: str = "test",
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+) -> int:
+    """`agent-rl data oracle`: the verifier's reward of every gold patch, and the resolved rate."""
+    import os
+
+    tasks = _load(path, split, stderr)
+    if tasks is None:
+        return INPUT_ERROR
+    verifier = Verifier(task_sandbox_factory(sandbox or LocalSandboxConfig()))
+    progress = _Progress("oracle", stderr)
+    limit = asyncio.Semaphore(concurrency or os.cpu_count() or 1)
+    done = 0
+
+    async def score(task: TaskSpec) -> float:
+        nonlocal done
+        async with limit:
+            verdict = await verifier.oracle(task)
+        done += 1
+        outcome = "resolved" if verdict.resolved else f"NOT resolved ({verdict.error or ''})"
+        progress.line(done, len(tasks), task.instance_id, outcome, notable=not verdict.resolved)
+        return verdict.reward
+
+    async def run_all() -> list[float]:
+        return await asyncio.gather(*(score(task) for task in tasks))
+
+    started = time.perf_counter()
+    rewards = asyncio.run(run_all())
+    resolved = sum(reward == 1.0 for reward in rewards)
+    print(
+        f"oracle: {resolved}/{len(tasks)} resolved ({100.0 * resolved / len(tasks):.1f}%), "
+        f"mean reward {sum(rewards) / len(rewards):.3f}, {time.perf_counter() - started:.1f}s",
+        file=stdout,
+    )
+    return 0
