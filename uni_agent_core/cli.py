@@ -143,13 +143,19 @@ def _add_data_parser(sub: argparse._SubParsersAction) -> None:
     micro.add_argument("--out", default="data/micro-swe", help="output directory")
     micro.add_argument("--levels", default="L0,L1,L2,L3", help="comma-separated, taken in turn")
     micro.add_argument(
-        "--split", choices=["train", "heldout"], default="train",
+        "--split",
+        choices=["train", "heldout"],
+        default="train",
         help="heldout draws only bugs that never occur in train",
     )
     micro.set_defaults(func=_cmd_data_generate)
     for name, helptext, func in (
-        ("validate", "check every task (gold fixes, tests fail before, not flaky, no leak); "
-         "writes validation.json and validation.md", _cmd_data_validate),
+        (
+            "validate",
+            "check every task (gold fixes, tests fail before, not flaky, no leak); "
+            "writes validation.json and validation.md",
+            _cmd_data_validate,
+        ),
         ("oracle", "score every task's gold patch with the verifier", _cmd_data_oracle),
     ):
         command = data_sub.add_parser(name, help=helptext)
@@ -159,7 +165,9 @@ def _add_data_parser(sub: argparse._SubParsersAction) -> None:
         command.add_argument("--recipe", help="take the sandbox section from this recipe")
         command.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
         command.add_argument(
-            "--isolation", choices=["bubblewrap", "none"], default="bubblewrap",
+            "--isolation",
+            choices=["bubblewrap", "none"],
+            default="bubblewrap",
             help="local sandbox isolation (without --recipe)",
         )
         command.set_defaults(func=func)

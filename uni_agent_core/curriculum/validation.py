@@ -271,8 +271,9 @@ def render_markdown(report: ValidationReport, source: str = "") -> str:
         lines += ["", "## Defective tasks", ""]
         for task in defective:
             lines.append(f"- `{task.instance_id}`")
-            lines += [f"  - {defect}: {task.details.get(str(defect), '')}" for defect in
-                      task.defects]
+            lines += [
+                f"  - {defect}: {task.details.get(str(defect), '')}" for defect in task.defects
+            ]
     return "\n".join(lines) + "\n"
 
 

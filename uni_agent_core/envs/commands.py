@@ -45,8 +45,15 @@ class _Progress:
 
 
 def generate_micro_swe(
-    n: int, seed: int, out: str, levels: Sequence[str], split: Split, *, stdout: TextIO = sys.stdout
+    n: int,
+    seed: int,
+    out: str,
+    levels: Sequence[str],
+    split: Split,
+    *,
+    stdout: TextIO | None = None,
 ) -> int:
+    stdout = stdout or sys.stdout
     started = time.perf_counter()
     tasks = generate(n, seed, levels, split)
     path = write_dataset(tasks, out)
@@ -84,10 +91,11 @@ def validate_data(
     concurrency: int | None,
     sandbox: SandboxConfig | None = None,
     split: str = "test",
-    stdout: TextIO = sys.stdout,
-    stderr: TextIO = sys.stderr,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
 ) -> int:
     """`agent-rl data validate`: check every task, write validation.{json,md}."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     from uni_agent_core.curriculum.validation import validate_tasks, write_report
 
     tasks = _load(path, split, stderr)
@@ -102,15 +110,21 @@ def validate_data(
     factory = task_sandbox_factory(sandbox or LocalSandboxConfig())
     report = asyncio.run(
         validate_tasks(
-            tasks, factory, reruns=reruns, timeout_s=timeout_s, concurrency=concurrency,
+            tasks,
+            factory,
+            reruns=reruns,
+            timeout_s=timeout_s,
+            concurrency=concurrency,
             on_result=on_result,
         )
     )
     target_dir = Path(out) if out else _default_report_dir(path)
     target = write_report(report, target_dir, source=str(path))
     share = 100.0 * report.valid / report.total
-    print(f"{report.valid}/{report.total} valid ({share:.1f}%) in {report.duration_s:.1f}s",
-          file=stdout)
+    print(
+        f"{report.valid}/{report.total} valid ({share:.1f}%) in {report.duration_s:.1f}s",
+        file=stdout,
+    )
     for defect, count in report.by_defect.items():
         print(f"  {defect}: {count}", file=stdout)
     for level, row in report.by_difficulty.items():
@@ -130,10 +144,11 @@ def oracle_score(
     concurrency: int | None,
     sandbox: SandboxConfig | None = None,
     split: str = "test",
-    stdout: TextIO = sys.stdout,
-    stderr: TextIO = sys.stderr,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
 ) -> int:
     """`agent-rl data oracle`: the verifier's reward of every gold patch, and the resolved rate."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     import os
 
     tasks = _load(path, split, stderr)

@@ -97,9 +97,7 @@ def parser_name(name: str) -> str:
 
 def framed_log(output: str, exit_code: int) -> str:
     """A test run's output between swebench's markers, with the exit code after them."""
-    return (
-        f"{START_TEST_OUTPUT}\n{output}\n{END_TEST_OUTPUT}\n{TEST_EXIT_CODE}: {exit_code}\n"
-    )
+    return f"{START_TEST_OUTPUT}\n{output}\n{END_TEST_OUTPUT}\n{TEST_EXIT_CODE}: {exit_code}\n"
 
 
 def _normalizer(alias: str) -> Callable[[str], str]:

@@ -56,8 +56,15 @@ class LeakReport(BaseModel):
 
 
 CODE_HOSTS = (
-    "github.com", "githubusercontent.com", "gitlab.com", "bitbucket.org", "codeberg.org",
-    "sourceforge.net", "git.kernel.org", "googlesource.com", "sr.ht",
+    "github.com",
+    "githubusercontent.com",
+    "gitlab.com",
+    "bitbucket.org",
+    "codeberg.org",
+    "sourceforge.net",
+    "git.kernel.org",
+    "googlesource.com",
+    "sr.ht",
 )
 _HOSTS = "|".join(re.escape(host) for host in CODE_HOSTS)
 _CODE_HOST_URL = re.compile(
@@ -85,10 +92,8 @@ def _tokens(command: str) -> list[str]:
 
 def _git_args(tokens: list[str]) -> tuple[str, list[str]] | None:
     """(subcommand, args) of a git invocation, global options skipped; None if not git."""
-    for start, token in enumerate(tokens):
-        if token.rsplit("/", 1)[-1] == "git":
-            break
-    else:
+    start = next((i for i, token in enumerate(tokens) if token.rsplit("/", 1)[-1] == "git"), None)
+    if start is None:
         return None
     rest = tokens[start + 1 :]
     index = 0

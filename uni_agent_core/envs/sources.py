@@ -174,4 +174,3 @@ def _row_id(row: dict[str, Any]) -> str:
     if "instance_id" in row:
         return str(row["instance_id"])
     return r2e_gym_task(row).instance_id
-

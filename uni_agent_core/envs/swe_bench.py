@@ -23,7 +23,6 @@ from uni_agent_core.types import TaskSpec
 
 WORKDIR = "/testbed"
 CONDA_PREFIX = "source /opt/miniconda3/bin/activate && conda activate testbed && "
-_PARSER_NAMES = {function: name for name, function in PARSER_REGISTRY.items()}
 _PYTEST = "pytest --no-header -rA --tb=no -p no:cacheprovider"
 
 
@@ -35,16 +34,18 @@ def image_name(instance_id: str, namespace: str = "swebench", arch: str = "x86_6
 def log_parser_for(repo: str) -> str:
     """swebench's parser for a repository's test logs (pytest for repositories it does not list)."""
     function = MAP_REPO_TO_PARSER_PY.get(repo)
-    return _PARSER_NAMES.get(function, "parse_log_pytest") if function else "parse_log_pytest"
+    if function is None:
+        return "parse_log_pytest"
+    if PARSER_REGISTRY.get(function.__name__) is function:
+        return function.__name__
+    return next(name for name, known in PARSER_REGISTRY.items() if known is function)
 
 
 def test_command(repo: str, test_patch: str, runner: str | None = None) -> str:
     """The command that runs the tests a test patch touches, as SWE-bench runs them per repo."""
     files = [f for f in patched_files(test_patch) if f.endswith(".py")]
     if repo == "django/django":
-        modules = [
-            f.removeprefix("tests/").removesuffix(".py").replace("/", ".") for f in files
-        ]
+        modules = [f.removeprefix("tests/").removesuffix(".py").replace("/", ".") for f in files]
         base = runner or "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
         return CONDA_PREFIX + " ".join([base, *modules])
     if repo == "sympy/sympy":
@@ -88,9 +89,7 @@ def swe_rebench_task(row: dict[str, Any]) -> TaskSpec:
     return _task(row, image=image, test_cmd=test_cmd, parser=parser, dataset="swe_rebench")
 
 
-def _task(
-    row: dict[str, Any], *, image: str, test_cmd: str, parser: str, dataset: str
-) -> TaskSpec:
+def _task(row: dict[str, Any], *, image: str, test_cmd: str, parser: str, dataset: str) -> TaskSpec:
     return TaskSpec(
         instance_id=row["instance_id"],
         repo=row["repo"],

@@ -135,9 +135,7 @@ class Verifier:
         """The reward of the task's gold patch (1.0 for every valid task)."""
         return await self._score(task, task.patch, "oracle")
 
-    async def _score(
-        self, task: TaskSpec, diff: str, mode: Literal["agent", "oracle"]
-    ) -> Verdict:
+    async def _score(self, task: TaskSpec, diff: str, mode: Literal["agent", "oracle"]) -> Verdict:
         started = time.perf_counter()
 
         def verdict(**fields: object) -> Verdict:
@@ -170,10 +168,11 @@ class Verifier:
                 )
             log, timed_out = await run_tests(sandbox, task, self.reward.test_timeout_s)
         if timed_out:
-            return verdict(timed_out=True, error="the tests timed out", log_tail=log[-_LOG_TAIL_CHARS:])
+            return verdict(
+                timed_out=True, error="the tests timed out", log_tail=log[-_LOG_TAIL_CHARS:]
+            )
         report = grade_log(task, log)
         reward = reward_from_report(report, self.reward)
         return verdict(
             reward=reward, resolved=report.resolved, report=report, log_tail=log[-_LOG_TAIL_CHARS:]
         )
-

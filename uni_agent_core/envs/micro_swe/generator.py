@@ -47,10 +47,34 @@ LOG_PARSER = "unittest"
 TASKS_FILE = "tasks.jsonl"
 REPOS_DIR = "repos"
 
-_PACKAGES = ("toolkit", "helpers", "mathkit", "textkit", "datakit", "utilbox", "calclib",
-             "strops", "listops", "numtools", "smalllib", "pyutils")
-_MODULES = ("core", "basics", "numeric", "strings", "sequences", "conversions", "stats",
-            "lists", "parsing", "misc", "arith", "text")
+_PACKAGES = (
+    "toolkit",
+    "helpers",
+    "mathkit",
+    "textkit",
+    "datakit",
+    "utilbox",
+    "calclib",
+    "strops",
+    "listops",
+    "numtools",
+    "smalllib",
+    "pyutils",
+)
+_MODULES = (
+    "core",
+    "basics",
+    "numeric",
+    "strings",
+    "sequences",
+    "conversions",
+    "stats",
+    "lists",
+    "parsing",
+    "misc",
+    "arith",
+    "text",
+)
 _HELDOUT_SHARE = 5
 """One bug signature in `_HELDOUT_SHARE` belongs to the held-out split."""
 
@@ -135,8 +159,12 @@ def base_commit(files: dict[str, str]) -> str:
     with tempfile.TemporaryDirectory(prefix="micro-swe-") as scratch:
         write_files(Path(scratch), files)
         done = subprocess.run(
-            ["bash", "-c", COMMIT_SCRIPT], cwd=scratch, capture_output=True, text=True,
-            check=False, timeout=60,
+            ["bash", "-c", COMMIT_SCRIPT],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
         )
     if done.returncode != 0:
         raise RuntimeError(f"git could not commit a micro-swe repository: {done.stderr.strip()}")
@@ -158,9 +186,7 @@ def build_task(index: int, seed: int, level: str, split: Split) -> GeneratedTask
     rng = random.Random(f"micro-swe/{split}/{seed}/{index}")
     repo = _plan(rng, level, split)
     files = base_files(repo)
-    gold = unified_patch(
-        {path: files[path] for path in fixed_files(repo)}, fixed_files(repo)
-    )
+    gold = unified_patch({path: files[path] for path in fixed_files(repo)}, fixed_files(repo))
     hidden = hidden_test_files(repo)
     test_patch = unified_patch({path: files[path] for path in hidden}, hidden)
     fail_to_pass, pass_to_pass = [], []
@@ -168,8 +194,7 @@ def build_task(index: int, seed: int, level: str, split: Split) -> GeneratedTask
         for function in module.functions:
             fail_to_pass += [unittest_id(repo, module, c) for c in function.hidden_failing]
             pass_to_pass += [
-                unittest_id(repo, module, c)
-                for c in (*function.visible, *function.hidden_passing)
+                unittest_id(repo, module, c) for c in (*function.visible, *function.hidden_passing)
             ]
     instance_id = f"micro-swe__{repo.package}-{split}-{seed}-{index:04d}"
     task = TaskSpec(

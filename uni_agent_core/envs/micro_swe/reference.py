@@ -67,7 +67,7 @@ def running_max(values):
 
 def chunk(items, size):
     """Split items into consecutive lists of length size (the last one may be shorter)."""
-    return [items[start:start + size] for start in range(0, len(items), size)]
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def dedupe(items):

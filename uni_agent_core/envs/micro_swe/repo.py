@@ -100,8 +100,9 @@ def add_cases(function: PlannedFunction, rng: random.Random) -> None:
         function.case(f"test_{base}_issue_{i}", args) for i, args in enumerate(triggers, 1)
     ]
     extra = function.mutation.safe(rng)[:1]
-    function.hidden_passing = [function.case(f"test_{base}_extra_{i}", a) for i, a in
-                               enumerate(extra, 1)]
+    function.hidden_passing = [
+        function.case(f"test_{base}_extra_{i}", a) for i, a in enumerate(extra, 1)
+    ]
 
 
 def render_module(repo: PlannedRepo, module: PlannedModule, *, fixed: bool) -> str:
