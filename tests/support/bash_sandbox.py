@@ -24,6 +24,12 @@ class BashSandbox:
     async def start(self) -> None:
         return None
 
+    async def __aenter__(self) -> BashSandbox:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
     async def exec(
         self,
         command: str,
@@ -62,6 +68,7 @@ class BashSandbox:
         return self._host(path).read_text()
 
     async def write_file(self, path: str, content: str) -> None:
+        self._host(path).parent.mkdir(parents=True, exist_ok=True)
         self._host(path).write_text(content)
 
     async def upload(self, local_path: str, sandbox_path: str) -> None:
