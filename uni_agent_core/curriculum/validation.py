@@ -13,9 +13,7 @@ verifier's own steps (restore + apply the test patch, run, apply the gold patch,
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
 import time
 from collections import Counter
@@ -26,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from uni_agent_core.envs.grading import TestReport, grade_log
+from uni_agent_core.envs.parallel import map_bounded
 from uni_agent_core.envs.patches import HUNK_HEADER, added_lines
 from uni_agent_core.envs.verifier import (
     SandboxFactory,
@@ -215,21 +214,12 @@ async def validate_tasks(
     if reruns < 1:
         raise ValueError(f"reruns must be >= 1, got {reruns}")
     started = time.perf_counter()
-    limit = asyncio.Semaphore(concurrency or os.cpu_count() or 1)
-    results: list[TaskValidation | None] = [None] * len(tasks)
-    done = 0
-
-    async def check(index: int, task: TaskSpec) -> None:
-        nonlocal done
-        async with limit:
-            result = await validate_task(task, sandbox_factory, reruns=reruns, timeout_s=timeout_s)
-        results[index] = result
-        done += 1
-        if on_result is not None:
-            on_result(done, len(tasks), result)
-
-    await asyncio.gather(*(check(i, task) for i, task in enumerate(tasks)))
-    checked = [result for result in results if result is not None]
+    checked = await map_bounded(
+        tasks,
+        lambda task: validate_task(task, sandbox_factory, reruns=reruns, timeout_s=timeout_s),
+        concurrency=concurrency,
+        on_result=on_result,
+    )
     by_defect = Counter(str(defect) for result in checked for defect in result.defects)
     by_difficulty: dict[str, dict[str, int]] = {}
     for result in checked:

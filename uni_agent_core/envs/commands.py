@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import TextIO
 
 from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
+from uni_agent_core.curriculum.validation import TaskValidation, validate_tasks, write_report
 from uni_agent_core.envs.micro_swe.generator import Split, generate, write_dataset
+from uni_agent_core.envs.parallel import map_bounded
 from uni_agent_core.envs.sources import TaskSourceError, load_task_file
-from uni_agent_core.envs.verifier import Verifier, task_sandbox_factory
+from uni_agent_core.envs.verifier import Verdict, Verifier, task_sandbox_factory
 from uni_agent_core.types import TaskSpec
 
 INPUT_ERROR = 2
@@ -96,14 +98,12 @@ def validate_data(
 ) -> int:
     """`agent-rl data validate`: check every task, write validation.{json,md}."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    from uni_agent_core.curriculum.validation import validate_tasks, write_report
-
     tasks = _load(path, split, stderr)
     if tasks is None:
         return INPUT_ERROR
     progress = _Progress("validate", stderr)
 
-    def on_result(done: int, total: int, result) -> None:  # noqa: ANN001 - TaskValidation
+    def on_result(done: int, total: int, result: TaskValidation) -> None:
         outcome = "ok" if result.valid else ", ".join(map(str, result.defects))
         progress.line(done, total, result.instance_id, outcome, notable=not result.valid)
 
@@ -149,30 +149,21 @@ def oracle_score(
 ) -> int:
     """`agent-rl data oracle`: the verifier's reward of every gold patch, and the resolved rate."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    import os
-
     tasks = _load(path, split, stderr)
     if tasks is None:
         return INPUT_ERROR
     verifier = Verifier(task_sandbox_factory(sandbox or LocalSandboxConfig()))
     progress = _Progress("oracle", stderr)
-    limit = asyncio.Semaphore(concurrency or os.cpu_count() or 1)
-    done = 0
 
-    async def score(task: TaskSpec) -> float:
-        nonlocal done
-        async with limit:
-            verdict = await verifier.oracle(task)
-        done += 1
+    def on_result(done: int, total: int, verdict: Verdict) -> None:
         outcome = "resolved" if verdict.resolved else f"NOT resolved ({verdict.error or ''})"
-        progress.line(done, len(tasks), task.instance_id, outcome, notable=not verdict.resolved)
-        return verdict.reward
-
-    async def run_all() -> list[float]:
-        return await asyncio.gather(*(score(task) for task in tasks))
+        progress.line(done, total, verdict.instance_id, outcome, notable=not verdict.resolved)
 
     started = time.perf_counter()
-    rewards = asyncio.run(run_all())
+    verdicts = asyncio.run(
+        map_bounded(tasks, verifier.oracle, concurrency=concurrency, on_result=on_result)
+    )
+    rewards = [verdict.reward for verdict in verdicts]
     resolved = sum(reward == 1.0 for reward in rewards)
     print(
         f"oracle: {resolved}/{len(tasks)} resolved ({100.0 * resolved / len(tasks):.1f}%), "

@@ -52,7 +52,9 @@ def test_swe_bench_style_row_in_an_image_workdir(tmp_path) -> None:
     }
     task = swe_bench_task(row)
     assert task.source == {
-        "type": "image", "image": "acme/calc:latest", "workdir": "/testbed",
+        "type": "image",
+        "image": "acme/calc:latest",
+        "workdir": "/testbed",
         "dataset": "swe_bench_verified",
     }
     copies = iter(range(100))
