@@ -130,6 +130,24 @@ def _cmd_data_oracle(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from uni_agent_core.config import load_recipe
+    from uni_agent_core.rl.run import TrainingRun
+
+    recipe = load_recipe(args.recipe, list(args.set))
+    run = TrainingRun(
+        recipe,
+        run_dir=Path(args.run_dir) if args.run_dir else None,
+        stop_after_steps=args.stop_after_steps,
+    )
+    summary = run.run()
+    print(f"trained steps {summary.start_step + 1}..{summary.start_step + summary.steps}; "
+          f"metrics in {summary.run_dir / 'metrics.jsonl'}")
+    return 0
+
+
 def _add_data_parser(sub: argparse._SubParsersAction) -> None:
     data = sub.add_parser("data", help="task sets: generate micro-swe, validate, oracle scores")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -231,6 +249,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_gateway_demo)
 
     _add_data_parser(sub)
+
+    train = sub.add_parser("train", help="a whole local training run of a recipe (no Prefect)")
+    train.add_argument("--recipe", required=True, help="recipe YAML")
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    train.add_argument("--run-dir", help="metrics and checkpoints (default runs/<recipe name>)")
+    train.add_argument(
+        "--stop-after-steps", type=int, default=None, help="stop early (a later run resumes)"
+    )
+    train.set_defaults(func=_cmd_train)
 
     chat = sub.add_parser("chat", help="one chat turn with a policy through the HF engine")
     chat.add_argument("prompt")

@@ -139,3 +139,50 @@ class Trajectory(BaseModel):
         """(oldest, newest) policy version among sampled tokens, None if none were sampled."""
         versions = [v for v, m in zip(self.policy_versions, self.loss_mask, strict=True) if m]
         return (min(versions), max(versions)) if versions else None
+
+
+ABNORMAL_EXITS: frozenset[ExitReason] = frozenset(
+    {
+        ExitReason.TIMEOUT,
+        ExitReason.SANDBOX_ERROR,
+        ExitReason.HARNESS_ERROR,
+        ExitReason.ENGINE_ERROR,
+    }
+)
+"""Exits caused by the infrastructure, not the policy: kept in statistics, masked from the loss
+(`trainer.mask_abnormal_exits`)."""
+
+
+class RolloutResult(BaseModel):
+    """One episode (one sample of a task's group): what it earned and its token chains."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    sample_index: int
+    reward: float
+    exit_reason: ExitReason
+    trajectories: list[Trajectory] = Field(default_factory=list)
+    """Every chain the gateway recorded for the episode (several when the harness split it)."""
+    turns: int = 0
+    """Model calls the harness made."""
+    resolved: bool = False
+    leak_flagged: bool = False
+    started_version: int = 0
+    """The engine's policy version when the episode started."""
+    timings: dict[str, float] = Field(default_factory=dict)
+    """Seconds spent per phase: `sandbox`, `agent`, `verify`."""
+    error: str | None = None
+
+    @property
+    def abnormal(self) -> bool:
+        return self.exit_reason in ABNORMAL_EXITS
+
+    @property
+    def sampled_tokens(self) -> int:
+        return sum(t.trainable_tokens for t in self.trajectories)
+
+    @property
+    def oldest_version(self) -> int | None:
+        spans = [t.version_span for t in self.trajectories if t.version_span is not None]
+        return min(span[0] for span in spans) if spans else None

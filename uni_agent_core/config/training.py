@@ -67,6 +67,9 @@ class TrainerConfig(ConfigModel):
     longer trajectories end with `max_tokens`."""
     max_context_tokens: int = Field(default=8192, ge=1)
     """Most prompt + response tokens of one trajectory (the context window used in training)."""
+    max_concurrent_episodes: int | None = Field(default=None, ge=1)
+    """Episodes in flight at once (each holds a sandbox and a gateway session); None means
+    `batch_size * group_size`."""
     mask_abnormal_exits: bool = True
     """Keep trajectories that ended abnormally (timeout, sandbox or engine error) for statistics
     but give them zero loss weight."""

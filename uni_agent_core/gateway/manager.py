@@ -110,7 +110,7 @@ class SessionManager:
             )
         settings = self.settings
         if sampling:
-            allowed = {"temperature", "top_p", "top_k", "max_tokens"}
+            allowed = {"temperature", "top_p", "top_k", "max_tokens", "seed"}
             unknown = set(sampling) - allowed
             if unknown:
                 raise ValueError(

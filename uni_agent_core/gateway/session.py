@@ -63,6 +63,9 @@ class SessionSettings:
     max_total_tokens: int | None = None
     """Capacity of a chain (prompt + response tokens); None leaves it to the engine's window."""
     enable_rollback: bool = True
+    seed: int | None = None
+    """Base seed of the session's samplers when a request names none: call k samples with
+    `seed + 1009 * k` (choice i of an n > 1 call adds i), so a session replays exactly."""
 
 
 @dataclass
@@ -318,6 +321,8 @@ class GatewaySession:
             return index, plan, None, None
         sampling = dict(sampling)
         seed = sampling.pop("seed")
+        if seed is not None:
+            seed += index  # n > 1: distinct, reproducible choices
         max_new = sampling.pop("max_tokens") or room or 1 << 30
         if room is not None:
             max_new = min(max_new, room)
@@ -485,13 +490,18 @@ class GatewaySession:
             return fn(*args, **kwargs)
         return await self._run_blocking(fn, *args, **kwargs)
 
+    def _session_seed(self) -> int | None:
+        if self.settings.seed is None:
+            return None
+        return self.settings.seed + 1009 * len(self._calls)
+
     def _sampling(self, request: ChatRequest) -> dict[str, Any]:
         s, o = self.settings, request.sampling
         chosen: dict[str, Any] = {
             "temperature": s.temperature,
             "top_p": s.top_p,
             "top_k": s.top_k,
-            "seed": o.seed,
+            "seed": o.seed if o.seed is not None else self._session_seed(),
             "max_tokens": o.max_tokens or s.max_tokens,
         }
         if o.max_tokens and s.max_tokens:

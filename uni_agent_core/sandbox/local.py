@@ -48,6 +48,19 @@ TIMEOUT_EXIT_CODE = 124
 _REMOVE_TIMEOUT_S = 120.0
 
 
+_warned_unisolated = False
+
+
+def _warn_unisolated_once() -> None:
+    global _warned_unisolated
+    if not _warned_unisolated:
+        _warned_unisolated = True
+        logger.warning(
+            "LocalSandbox with isolation='none': commands run UNISOLATED on this host with "
+            "its network and file system; use it for trusted tasks only"
+        )
+
+
 class LocalSandbox(StartOnce):
     """A workspace on this host whose commands run under bubblewrap (or, trusted, without).
 
@@ -165,10 +178,7 @@ class LocalSandbox(StartOnce):
         if self.isolation == "bubblewrap":
             self._bwrap = find_bwrap(self._bwrap_path)
         else:
-            logger.warning(
-                "LocalSandbox with isolation='none': commands run UNISOLATED on this host with "
-                "its network and file system; use it for trusted tasks only"
-            )
+            _warn_unisolated_once()
         prlimit, bash = shutil.which("prlimit"), shutil.which("bash")
         if prlimit is None or bash is None:
             raise SandboxError("the local sandbox needs `prlimit` (util-linux) and `bash`")

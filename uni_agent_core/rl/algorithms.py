@@ -1,0 +1,157 @@
+"""Advantages and policy losses, taken from verl's `core_algos` registries.
+
+agent-rl does not re-implement RL math: `episode_advantages` calls verl's advantage estimator
+(`get_adv_estimator_fn`) on one outcome reward per episode, grouped by task, and
+`PolicyLoss` calls verl's policy loss (`get_policy_loss_fn`: vanilla PPO clip, gspo, cispo,
+...) with a verl `ActorConfig` built from the recipe. What is ours is the batch around them:
+advantages are computed per *episode* (one sample of a task) and broadcast to every chain the
+gateway recorded for it (a split session has several chains, all sharing the episode's
+outcome), and `rollout_is_weights` gives truncated importance weights between the engine's
+(rollout) logprobs and the trainer's at the start of the step (rollout correction).
+
+verl is imported lazily (importing it takes seconds).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from uni_agent_core.config.algorithm import AlgorithmConfig
+
+
+def verl_algo_config(algorithm: AlgorithmConfig) -> Any:
+    """verl's `AlgoConfig` for the estimator (only the fields advantage functions read)."""
+    from verl.trainer.config import AlgoConfig
+
+    return AlgoConfig(
+        adv_estimator=algorithm.adv_estimator,
+        norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std,
+        gamma=1.0,
+        lam=1.0,
+    )
+
+
+def verl_actor_config(algorithm: AlgorithmConfig) -> Any:
+    """verl's `ActorConfig` carrying the clip ranges and loss mode the policy losses read."""
+    from verl.workers.config import ActorConfig, PolicyLossConfig
+
+    return ActorConfig(
+        strategy="fsdp",
+        ppo_mini_batch_size=1,
+        ppo_micro_batch_size_per_gpu=1,
+        rollout_n=1,
+        clip_ratio=algorithm.clip_ratio_low,
+        clip_ratio_low=algorithm.clip_ratio_low,
+        clip_ratio_high=algorithm.clip_ratio_high,
+        clip_ratio_c=algorithm.clip_ratio_c,
+        loss_agg_mode=algorithm.loss_agg_mode,
+        policy_loss=PolicyLossConfig(loss_mode=algorithm.policy_loss),
+    )
+
+
+def episode_advantages(
+    rewards_E: torch.Tensor, group_ids: Sequence[str], algorithm: AlgorithmConfig
+) -> torch.Tensor:
+    """One advantage per episode from verl's estimator, episodes grouped by task.
+
+    Args:
+        rewards_E: outcome reward of each episode.
+        group_ids: the task of each episode (the GRPO group).
+        algorithm: the recipe's algorithm section.
+
+    Returns:
+        Advantages, shape (E,).
+    """
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    if len(group_ids) != rewards_E.shape[0]:
+        raise ValueError(f"{len(group_ids)} group ids for {rewards_E.shape[0]} rewards")
+    estimator = get_adv_estimator_fn(algorithm.adv_estimator)
+    accepted = inspect.signature(estimator).parameters
+    kwargs: dict[str, Any] = {
+        "token_level_rewards": rewards_E.to(torch.float32).unsqueeze(-1),
+        "response_mask": torch.ones((rewards_E.shape[0], 1), dtype=torch.float32),
+        "config": verl_algo_config(algorithm),
+    }
+    if "index" in accepted:
+        kwargs["index"] = np.array(list(group_ids), dtype=object)
+    if "norm_adv_by_std_in_grpo" in accepted:
+        kwargs["norm_adv_by_std_in_grpo"] = algorithm.norm_adv_by_std
+    advantages, _ = estimator(**kwargs)
+    return advantages[:, 0]
+
+
+def rollout_is_weights(
+    old_logprobs_B_T: torch.Tensor,
+    rollout_logprobs_B_T: torch.Tensor,
+    loss_mask_B_T: torch.Tensor,
+    algorithm: AlgorithmConfig,
+) -> torch.Tensor | None:
+    """Truncated importance weights `min(pi_old / pi_rollout, threshold)` (detached).
+
+    `token` level weighs each sampled token; `sequence` level uses the product over a row's
+    sampled tokens. None when the correction is off or in bypass mode (old == rollout).
+    """
+    correction = algorithm.rollout_correction
+    if correction.is_level == "none" or correction.bypass_mode:
+        return None
+    mask = loss_mask_B_T.to(old_logprobs_B_T.dtype)
+    log_ratio = (old_logprobs_B_T - rollout_logprobs_B_T) * mask
+    if correction.is_level == "sequence":
+        log_ratio = log_ratio.sum(dim=-1, keepdim=True).expand_as(mask)
+    weights = torch.exp(torch.clamp(log_ratio, max=float(np.log(correction.is_threshold))))
+    return (weights * mask).detach()
+
+
+class PolicyLoss:
+    """verl's policy loss for the recipe, normalised over a whole step's batch.
+
+    `set_step_totals` must be called once per step with the batch's sampled-token and row
+    counts, so that micro-batch losses sum to the loss of the whole batch (gradient
+    accumulation then equals one big batch).
+    """
+
+    def __init__(self, algorithm: AlgorithmConfig, *, loss_scale_factor: int) -> None:
+        from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+        self.algorithm = algorithm
+        self.config = verl_actor_config(algorithm)
+        self.loss_fn = get_policy_loss_fn(algorithm.policy_loss)
+        self.loss_scale_factor = loss_scale_factor
+
+    def set_step_totals(self, *, tokens: int, rows: int) -> None:
+        self.config.global_batch_info.clear()
+        self.config.global_batch_info.update(
+            {
+                "dp_size": 1,
+                "batch_num_tokens": max(tokens, 1),
+                "global_batch_size": max(rows, 1),
+                "loss_scale_factor": self.loss_scale_factor,
+            }
+        )
+
+    def __call__(
+        self,
+        *,
+        old_logprobs_B_T: torch.Tensor,
+        logprobs_B_T: torch.Tensor,
+        advantages_B_T: torch.Tensor,
+        loss_mask_B_T: torch.Tensor,
+        is_weights_B_T: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        if "batch_num_tokens" not in self.config.global_batch_info:
+            raise RuntimeError("PolicyLoss.set_step_totals must be called before the loss")
+        return self.loss_fn(
+            old_log_prob=old_logprobs_B_T,
+            log_prob=logprobs_B_T,
+            advantages=advantages_B_T,
+            response_mask=loss_mask_B_T.to(logprobs_B_T.dtype),
+            loss_agg_mode=self.algorithm.loss_agg_mode,
+            config=self.config,
+            rollout_is_weights=is_weights_B_T,
+        )

@@ -1,0 +1,153 @@
+"""The rollout driver: one episode = harness -> gateway session -> sandbox -> verifier.
+
+For each episode the driver opens a gateway session (seeded, so a replay samples the same
+tokens), builds the task's sandbox (the run's section or the task's override), puts the
+repository in it at its base commit with newer history scrubbed, runs the task's harness against
+the session's URLs, takes the working-tree diff, and scores it in a fresh sandbox with the
+task's reward section and the leak policy. The session's chains become the episode's
+trajectories, each carrying the reward and exit reason. Sandbox and task-data failures end the
+episode with `sandbox_error` (reward 0, masked from the loss); they are counted, never raised.
+Episodes run at most `max_concurrency` at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from collections import Counter
+from typing import Any
+
+from uni_agent_core.config.harness import HarnessConfig
+from uni_agent_core.config.overrides import section_for_task
+from uni_agent_core.config.reward import RewardConfig
+from uni_agent_core.config.sandbox import SandboxConfig
+from uni_agent_core.envs.verifier import Verifier, task_sandbox_factory
+from uni_agent_core.envs.workspace import TaskDataError, prepare_agent_workspace
+from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.harness.base import Endpoint
+from uni_agent_core.harness.factory import harness_for_task
+from uni_agent_core.sandbox.base import SandboxError
+from uni_agent_core.sandbox.git_hygiene import GitHygieneError
+from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec
+
+logger = logging.getLogger(__name__)
+
+
+def episode_seed(run_seed: int, step: int, task_id: str, sample_index: int) -> int:
+    """A sampling seed that depends only on where the episode sits in the run."""
+    return zlib.crc32(f"{run_seed}/{step}/{task_id}/{sample_index}".encode()) & 0x7FFFFFFF
+
+
+class RolloutDriver:
+    """Runs episodes of tasks against one gateway."""
+
+    def __init__(
+        self,
+        *,
+        manager: SessionManager,
+        gateway_url: str,
+        harness: HarnessConfig,
+        sandbox: SandboxConfig,
+        reward: RewardConfig,
+        max_concurrency: int,
+        max_total_tokens: int | None = None,
+    ) -> None:
+        self.manager = manager
+        self.gateway_url = gateway_url.rstrip("/")
+        self.harness = harness
+        self.sandbox = sandbox
+        self.reward = reward
+        self.max_total_tokens = max_total_tokens
+        self.limit = asyncio.Semaphore(max_concurrency)
+        self.errors: Counter[str] = Counter()
+        """Episodes ended by infrastructure failures, by exception type."""
+
+    def _policy_version(self) -> int:
+        return int(self.manager.engine.stats().policy_version)
+
+    async def episode(self, task: TaskSpec, sample_index: int, *, seed: int) -> RolloutResult:
+        """Run one episode of `task` (waits for a concurrency slot)."""
+        async with self.limit:
+            return await self._episode(task, sample_index, seed)
+
+    async def group(
+        self, task: TaskSpec, size: int, *, run_seed: int, step: int
+    ) -> list[RolloutResult]:
+        """`size` episodes of one task (the GRPO group), concurrently."""
+        return list(
+            await asyncio.gather(
+                *(
+                    self.episode(task, i, seed=episode_seed(run_seed, step, task.instance_id, i))
+                    for i in range(size)
+                )
+            )
+        )
+
+    async def _episode(self, task: TaskSpec, sample_index: int, seed: int) -> RolloutResult:
+        started_version = self._policy_version()
+        session, key = self.manager.create(
+            sampling={"seed": seed},
+            metadata={"task_id": task.instance_id, "sample_index": sample_index},
+            max_total_tokens=self.max_total_tokens,
+        )
+        root = f"{self.gateway_url}/sessions/{session.session_id}"
+        endpoint = Endpoint(openai_base_url=root + "/v1", anthropic_base_url=root, api_key=key)
+        timings: dict[str, float] = {}
+        exit_reason, turns, diff, error = ExitReason.SANDBOX_ERROR, 0, "", None
+        actions: list[Any] = []
+        try:
+            clock = time.perf_counter()
+            async with task_sandbox_factory(self.sandbox)(task) as sandbox:
+                await prepare_agent_workspace(sandbox, task)
+                timings["sandbox"] = time.perf_counter() - clock
+                clock = time.perf_counter()
+                result = await harness_for_task(self.harness, task).run(task, sandbox, endpoint)
+                timings["agent"] = time.perf_counter() - clock
+                exit_reason, turns = result.exit_reason, result.steps
+                actions = list(result.info.get("actions", []))
+                diff = await sandbox.diff()
+        except (SandboxError, TaskDataError, GitHygieneError, OSError) as exc:
+            # Deliberate boundary: an infrastructure failure ends this episode, not the run.
+            self.errors[type(exc).__name__] += 1
+            error = f"{type(exc).__name__}: {exc}"
+            logger.warning("episode %s/%d: %s", task.instance_id, sample_index, error)
+            exit_reason = ExitReason.SANDBOX_ERROR
+        reward, resolved, leak_flagged = 0.0, False, False
+        if error is None:
+            clock = time.perf_counter()
+            reward_config = section_for_task(
+                "reward", RewardConfig, self.reward, task.reward, task_id=task.instance_id
+            )
+            verifier = Verifier(task_sandbox_factory(self.sandbox), reward_config)
+            try:
+                verdict = await verifier.score_episode(task, diff, actions)
+                reward, resolved, leak_flagged = (
+                    verdict.reward,
+                    verdict.resolved,
+                    verdict.leak_flagged,
+                )
+            except (SandboxError, TaskDataError, OSError) as exc:
+                self.errors[f"verify:{type(exc).__name__}"] += 1
+                error = f"verification failed: {type(exc).__name__}: {exc}"
+                exit_reason = ExitReason.SANDBOX_ERROR
+            timings["verify"] = time.perf_counter() - clock
+        trajectories = session.trajectories()
+        self.manager.delete(session.session_id)
+        for trajectory in trajectories:
+            trajectory.reward = reward
+            trajectory.exit_reason = exit_reason
+        return RolloutResult(
+            task_id=task.instance_id,
+            sample_index=sample_index,
+            reward=reward,
+            exit_reason=exit_reason,
+            trajectories=trajectories,
+            turns=turns,
+            resolved=resolved,
+            leak_flagged=leak_flagged,
+            started_version=started_version,
+            timings=timings,
+            error=error,
+        )

@@ -1,0 +1,249 @@
+"""The embedded trainer: one process, torch on CPU (or one GPU), AdamW, verl's losses.
+
+`EmbeddedTrainer.train_step(results)` turns a step's episodes into one weight update:
+episodes of zero-variance groups are dropped (dynamic sampling) and abnormal exits masked;
+advantages come from verl's estimator per episode and are broadcast to every chain of it; the
+old-policy logprobs are recomputed by the trainer before the update (or taken from the engine
+in bypass mode), which also yields the rollout-vs-trainer consistency metrics on tokens sampled
+at the trainer's own version; truncated importance weights correct the rest. The step's rows are
+split into micro-batches by padded-token budget, gradients accumulate (the loss is normalised
+over the whole step, so accumulation equals one large batch), are clipped, and AdamW steps. The
+policy version then increases by one; `engine_state()` is what the engines load.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from uni_agent_core.config.training import TrainerConfig
+from uni_agent_core.rl.algorithms import PolicyLoss, episode_advantages, rollout_is_weights
+from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
+from uni_agent_core.rl.logprobs import token_logprobs
+from uni_agent_core.rl.metrics import zero_variance_tasks
+from uni_agent_core.types import RolloutResult, Trajectory
+
+
+@dataclass
+class StepOutcome:
+    """What one `train_step` did."""
+
+    updated: bool
+    """False when nothing was trainable (every group had zero variance or was masked)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    rows: int = 0
+    tokens: int = 0
+
+
+def micro_batches(lengths: Sequence[int], budget_tokens: int) -> list[list[int]]:
+    """Row indices packed in order into micro-batches of at most `budget_tokens` padded tokens
+    (rows x longest row); a row longer than the budget gets a micro-batch of its own."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index, length in enumerate(lengths):
+        widest = max(longest, length)
+        if current and widest * (len(current) + 1) > budget_tokens:
+            batches.append(current)
+            current, widest = [], length
+        current.append(index)
+        longest = widest
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _pearson(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.numel() < 2:
+        return float("nan")
+    a, b = a.double() - a.double().mean(), b.double() - b.double().mean()
+    denominator = math.sqrt(float((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum() / denominator) if denominator > 0 else float("nan")
+
+
+class EmbeddedTrainer:
+    """Holds the trained model and its optimizer; one `train_step` per policy version."""
+
+    def __init__(
+        self,
+        model: Any,
+        config: TrainerConfig,
+        *,
+        pad_token_id: int,
+        drop_zero_variance_groups: bool = True,
+        micro_batch_tokens: int = 8192,
+        temperature: float = 1.0,
+        chunk_tokens: int = 512,
+    ) -> None:
+        """Args:
+        model: the trained causal LM (its own copy; engines hold theirs).
+        config: the recipe's trainer section.
+        pad_token_id: written into padding.
+        drop_zero_variance_groups: dynamic sampling of groups whose rewards are all equal.
+        micro_batch_tokens: padded tokens per forward/backward micro-batch.
+        temperature: the engines' sampling temperature (logprobs are taken at it).
+        chunk_tokens: positions projected onto the vocabulary at once.
+        """
+        algorithm = config.algorithm
+        if algorithm.kl_coef > 0 or algorithm.entropy_coef > 0:
+            raise ValueError(
+                "trainer.algorithm.kl_coef / entropy_coef: the embedded trainer trains without a "
+                "reference model or entropy bonus; set both to 0 (verl supports them)"
+            )
+        self.model = model
+        self.config = config
+        self.pad_token_id = pad_token_id
+        self.drop_zero_variance_groups = drop_zero_variance_groups
+        self.temperature = temperature
+        self.chunk_tokens = chunk_tokens
+        self.micro_batch_tokens = micro_batch_tokens
+        self.device = next(model.parameters()).device
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
+        self.loss = PolicyLoss(algorithm, loss_scale_factor=config.max_response_tokens)
+        self.version = 0
+        """Policy version of the current weights (the number of updates so far)."""
+
+    def engine_state(self) -> dict[str, torch.Tensor]:
+        """The weights for the engines (shared tensors; load them before the next step)."""
+        return self.model.state_dict()
+
+    def _lr(self) -> float:
+        warmup = self.config.lr_warmup_steps
+        if warmup and self.version < warmup:
+            return self.config.lr * (self.version + 1) / warmup
+        return self.config.lr
+
+    def _trainable(self, results: Sequence[RolloutResult]) -> list[RolloutResult]:
+        flat = zero_variance_tasks(results) if self.drop_zero_variance_groups else set()
+        return [
+            r
+            for r in results
+            if r.task_id not in flat
+            and not (self.config.mask_abnormal_exits and r.abnormal)
+            and r.sampled_tokens > 0
+        ]
+
+    def train_step(self, results: Sequence[RolloutResult]) -> StepOutcome:
+        """One weight update from a step's episodes (all samples of each task's group)."""
+        started = time.perf_counter()
+        kept = self._trainable(results)
+        if not kept:
+            metrics = self._diagnose(results)
+            metrics["perf/train_s"] = time.perf_counter() - started
+            return StepOutcome(updated=False, metrics=metrics)
+        rewards = torch.tensor([r.reward for r in kept], dtype=torch.float32)
+        advantages_E = episode_advantages(rewards, [r.task_id for r in kept], self.config.algorithm)
+        rows: list[Trajectory] = []
+        row_advantages: list[float] = []
+        for result, advantage in zip(kept, advantages_E.tolist(), strict=True):
+            for trajectory in result.trajectories:
+                if trajectory.trainable_tokens:
+                    rows.append(trajectory)
+                    row_advantages.append(advantage)
+        batch = trajectories_to_batch(
+            rows, pad_token_id=self.pad_token_id, max_length=self.config.max_context_tokens
+        )
+        metrics = self._update(batch, torch.tensor(row_advantages, dtype=torch.float32))
+        tokens = int(batch.loss_mask_B_T.sum())
+        metrics["perf/train_s"] = time.perf_counter() - started
+        metrics["train/trained_episodes"] = float(len(kept))
+        return StepOutcome(updated=True, metrics=metrics, rows=batch.size, tokens=tokens)
+
+    def _diagnose(self, results: Sequence[RolloutResult]) -> dict[str, float]:
+        """Consistency metrics of a step that trains on nothing (every group was flat)."""
+        rows = [t for r in results if not r.abnormal for t in r.trajectories if t.trainable_tokens]
+        if not rows:
+            return {}
+        batch = trajectories_to_batch(
+            rows, pad_token_id=self.pad_token_id, max_length=self.config.max_context_tokens
+        )
+        old = self._old_logprobs(batch)
+        return self._consistency(batch, old)
+
+    def _old_logprobs(self, batch: TrajectoryBatch) -> torch.Tensor:
+        lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
+        old = torch.zeros_like(batch.rollout_logprobs_B_T)
+        with torch.no_grad():
+            for rows in micro_batches(lengths, self.micro_batch_tokens):
+                values = self._logprobs(batch, rows)
+                old[rows, : values.shape[1]] = values
+        return old
+
+    def _logprobs(self, batch: TrajectoryBatch, rows: list[int]) -> torch.Tensor:
+        width = int(batch.attention_mask_B_T[rows].sum(dim=1).max())
+        return token_logprobs(
+            self.model,
+            batch.input_ids_B_T[rows, :width].to(self.device),
+            batch.attention_mask_B_T[rows, :width].to(self.device),
+            temperature=self.temperature,
+            chunk_tokens=self.chunk_tokens,
+        ).cpu()
+
+    def _update(self, batch: TrajectoryBatch, advantages_B: torch.Tensor) -> dict[str, float]:
+        lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
+        groups = micro_batches(lengths, self.micro_batch_tokens)
+        mask = batch.loss_mask_B_T
+        old = self._old_logprobs(batch)
+        metrics = self._consistency(batch, old)
+        rollout = batch.rollout_logprobs_B_T
+        algorithm = self.config.algorithm
+        if algorithm.rollout_correction.bypass_mode:
+            old = rollout.clone()
+        weights = rollout_is_weights(old, rollout, mask, algorithm)
+        self.loss.set_step_totals(tokens=int(mask.sum()), rows=int((mask.sum(dim=1) > 0).sum()))
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._lr()
+        self.optimizer.zero_grad(set_to_none=True)
+        total_loss = 0.0
+        verl_metrics: dict[str, float] = {}
+        for rows in groups:
+            values = self._logprobs(batch, rows)
+            width = values.shape[1]
+            loss, step_metrics = self.loss(
+                old_logprobs_B_T=old[rows, :width],
+                logprobs_B_T=values,
+                advantages_B_T=advantages_B[rows, None] * mask[rows, :width],
+                loss_mask_B_T=mask[rows, :width],
+                is_weights_B_T=None if weights is None else weights[rows, :width],
+            )
+            loss.backward()
+            total_loss += float(loss.detach())
+            for key, value in step_metrics.items():
+                verl_metrics[key] = verl_metrics.get(key, 0.0) + float(value) / len(groups)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), self.config.max_grad_norm
+        )
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.version += 1
+        metrics.update(verl_metrics)
+        metrics.update(
+            {
+                "train/loss": total_loss,
+                "train/grad_norm": float(grad_norm),
+                "train/lr": self.optimizer.param_groups[0]["lr"],
+                "train/advantage_abs_mean": float(advantages_B.abs().mean()),
+                "train/micro_batches": float(len(groups)),
+            }
+        )
+        return metrics
+
+    def _consistency(self, batch: TrajectoryBatch, old: torch.Tensor) -> dict[str, float]:
+        """Rollout vs trainer logprobs on tokens sampled at the trainer's current version."""
+        same = (batch.loss_mask_B_T == 1) & (batch.policy_versions_B_T == self.version)
+        if not bool(same.any()):
+            return {}
+        trainer_lp, rollout_lp = old[same], batch.rollout_logprobs_B_T[same]
+        return {
+            "train/logprob_pearson": _pearson(trainer_lp, rollout_lp),
+            "train/prob_diff_mean": float((trainer_lp.exp() - rollout_lp.exp()).abs().mean()),
+            "train/logprob_diff_max": float((trainer_lp - rollout_lp).abs().max()),
+            "train/consistency_tokens": float(same.sum()),
+        }
