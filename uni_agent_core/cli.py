@@ -143,8 +143,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         stop_after_steps=args.stop_after_steps,
     )
     summary = run.run()
-    print(f"trained steps {summary.start_step + 1}..{summary.start_step + summary.steps}; "
-          f"metrics in {summary.run_dir / 'metrics.jsonl'}")
+    print(
+        f"trained steps {summary.start_step + 1}..{summary.start_step + summary.steps}; "
+        f"metrics in {summary.run_dir / 'metrics.jsonl'}"
+    )
     return 0
 
 

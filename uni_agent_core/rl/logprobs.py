@@ -62,7 +62,11 @@ def token_logprobs(
         end = start + chunk_tokens
         if torch.is_grad_enabled():
             piece = checkpoint(
-                _chunk_logprobs, head, hidden[:, start:end], targets[:, start:end], temperature,
+                _chunk_logprobs,
+                head,
+                hidden[:, start:end],
+                targets[:, start:end],
+                temperature,
                 use_reentrant=False,
             )
         else:

@@ -2,7 +2,9 @@
 
 Names are a contract with MLflow dashboards and the published comparisons: `train/reward_mean`,
 `train/pass_rate`, `train/zero_std_group_frac`, `train/response_tokens_mean`, `train/turns_mean`,
-`train/exit/<reason>` (fraction of episodes), `train/staleness_mean|max`.
+`train/exit/<reason>` (fraction of episodes), `train/staleness_mean|max`, and
+`train/multi_version_frac` (chains whose sampled tokens span several policy versions: partial
+rollouts).
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ def episode_metrics(results: Sequence[RolloutResult], trainer_version: int) -> d
     }
     for reason in ExitReason:
         metrics[f"train/exit/{reason.value}"] = sum(r.exit_reason is reason for r in results) / n
+    spans = [span for r in results for t in r.trajectories if (span := t.version_span) is not None]
+    if spans:
+        metrics["train/multi_version_frac"] = sum(s[1] > s[0] for s in spans) / len(spans)
     staleness = [
-        trainer_version - oldest
-        for r in results
-        if (oldest := r.oldest_version) is not None
+        trainer_version - oldest for r in results if (oldest := r.oldest_version) is not None
     ]
     if staleness:
         metrics["train/staleness_mean"] = sum(staleness) / len(staleness)

@@ -78,12 +78,14 @@ class TrainingRun:
         run_dir: Path | None = None,
         echo: Callable[[str], None] = print,
         stop_after_steps: int | None = None,
+        driver_class: type[RolloutDriver] = RolloutDriver,
     ) -> None:
         """Args:
         recipe: the validated recipe.
         run_dir: where metrics and (by default) checkpoints go; default `runs/<name>`.
         echo: receives one progress line per step.
         stop_after_steps: end the process's work after this many steps (tests of resume).
+        driver_class: the rollout driver (a subclass can post-process episodes).
         """
         if recipe.trainer.backend.type != "embedded":
             raise ValueError(
@@ -105,6 +107,7 @@ class TrainingRun:
         self.echo = echo
         self.stop_after_steps = stop_after_steps
         self.seed = recipe.trainer.seed if recipe.trainer.seed is not None else recipe.seed
+        self.driver_class = driver_class
 
     # -- building ------------------------------------------------------------------------------
 
@@ -174,7 +177,7 @@ class TrainingRun:
             concurrency = trainer_config.max_concurrent_episodes or (
                 trainer_config.batch_size * trainer_config.group_size
             )
-            driver = RolloutDriver(
+            driver = self.driver_class(
                 manager=manager,
                 gateway_url=url,
                 harness=self.recipe.harness,
@@ -183,9 +186,7 @@ class TrainingRun:
                 max_concurrency=concurrency,
                 max_total_tokens=trainer_config.max_context_tokens,
             )
-            loop = _Loop(
-                self, tasks, driver, trainer, engine, sampler, pending, summary, launched
-            )
+            loop = _Loop(self, tasks, driver, trainer, engine, sampler, pending, summary, launched)
             await loop.run(start_step)
         return summary
 
@@ -260,8 +261,10 @@ class _Loop:
 
     async def run(self, start_step: int) -> None:
         total = self.config.total_steps
-        last = total if self.run_.stop_after_steps is None else min(
-            total, start_step + self.run_.stop_after_steps
+        last = (
+            total
+            if self.run_.stop_after_steps is None
+            else min(total, start_step + self.run_.stop_after_steps)
         )
         asynchronous = self.config.mode == "colocated_async"
         bound = self.config.staleness.max_versions or 0
