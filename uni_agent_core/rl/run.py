@@ -33,11 +33,14 @@ import numpy as np
 import torch
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.curriculum.history import Attempt, AttemptHistory
+from uni_agent_core.curriculum.sampler import DynamicSampler
 from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.rl.checkpoint import latest_complete, prune, restore_checkpoint, save_checkpoint
 from uni_agent_core.rl.metrics import episode_metrics
 from uni_agent_core.rl.rollout import RolloutDriver
 from uni_agent_core.rl.sampler import EpochSampler
+from uni_agent_core.rl.stack import rollout_stack
 from uni_agent_core.rl.trainer import EmbeddedTrainer
 from uni_agent_core.types import RolloutResult, TaskSpec
 
@@ -108,11 +111,12 @@ class TrainingRun:
         self.stop_after_steps = stop_after_steps
         self.seed = recipe.trainer.seed if recipe.trainer.seed is not None else recipe.seed
         self.driver_class = driver_class
+        self.history: AttemptHistory | None = None
+        """The attempt history when the curriculum is enabled."""
 
     # -- building ------------------------------------------------------------------------------
 
-    def _build(self) -> tuple[dict[str, TaskSpec], Any, EmbeddedTrainer]:
-        from uni_agent_core.gateway.launch import build_manager
+    def _build(self) -> tuple[dict[str, TaskSpec], EmbeddedTrainer]:
         from uni_agent_core.inference.builder import resolve_device
         from uni_agent_core.models import load_policy
 
@@ -121,12 +125,6 @@ class TrainingRun:
         np.random.seed(self.seed % 2**32)
         torch.manual_seed(self.seed)
         tasks = {task.instance_id: task for task in load_tasks(recipe.tasks)}
-        manager = build_manager(
-            recipe.policy,
-            recipe.engine,
-            recipe.gateway,
-            max_total_tokens=trainer_config.max_context_tokens,
-        )
         backend = trainer_config.backend
         model, tokenizer = load_policy(
             recipe.policy.name,
@@ -143,7 +141,7 @@ class TrainingRun:
             micro_batch_tokens=backend.micro_batch_tokens,
             temperature=recipe.gateway.sampling.temperature or 1.0,
         )
-        return tasks, manager, trainer
+        return tasks, trainer
 
     # -- running -------------------------------------------------------------------------------
 
@@ -152,11 +150,9 @@ class TrainingRun:
         return asyncio.run(self.run_async())
 
     async def run_async(self) -> RunSummary:
-        from uni_agent_core.gateway.embedded import serving_gateway
-
-        tasks, manager, trainer = self._build()
+        tasks, trainer = self._build()
         trainer_config = self.recipe.trainer
-        sampler = EpochSampler(sorted(tasks), self.seed)
+        sampler = self._sampler(sorted(tasks))
         start_step, pending, resumed, launched = 0, [], None, 0
         if trainer_config.resume == "auto":
             checkpoint = latest_complete(self.checkpoint_dir)
@@ -170,25 +166,49 @@ class TrainingRun:
                 self.echo(f"resuming from {checkpoint.path} (step {checkpoint.step})")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         summary = RunSummary(self.run_dir, start_step, 0, resumed_from=resumed)
-        async with serving_gateway(manager) as url:
-            engine = manager.engine
+        concurrency = trainer_config.max_concurrent_episodes or (
+            trainer_config.batch_size * trainer_config.group_size
+        )
+        async with rollout_stack(
+            self.recipe, max_concurrency=concurrency, driver_class=self.driver_class
+        ) as stack:
             if trainer.version:
-                await engine.update_weights(trainer.engine_state(), trainer.version)
-            concurrency = trainer_config.max_concurrent_episodes or (
-                trainer_config.batch_size * trainer_config.group_size
+                await stack.engine.update_weights(trainer.engine_state(), trainer.version)
+            loop = _Loop(
+                self,
+                tasks,
+                stack.driver,
+                trainer,
+                stack.engine,
+                sampler,
+                pending,
+                summary,
+                launched,
             )
-            driver = self.driver_class(
-                manager=manager,
-                gateway_url=url,
-                harness=self.recipe.harness,
-                sandbox=self.recipe.sandbox,
-                reward=self.recipe.reward,
-                max_concurrency=concurrency,
-                max_total_tokens=trainer_config.max_context_tokens,
-            )
-            loop = _Loop(self, tasks, driver, trainer, engine, sampler, pending, summary, launched)
             await loop.run(start_step)
         return summary
+
+    def _sampler(self, task_ids: list[str]) -> Any:
+        """The curriculum's dynamic sampler (fed by the attempt history), or epoch order."""
+        curriculum = self.recipe.curriculum
+        if not curriculum.enabled:
+            return EpochSampler(task_ids, self.seed)
+        self.history = AttemptHistory(self._history_path())
+        return DynamicSampler(
+            task_ids,
+            seed=self.seed,
+            window=curriculum.window,
+            min_attempts=curriculum.min_attempts,
+            band=curriculum.target_band,
+            probe_rate=curriculum.probe_rate,
+            history=self.history.recent_rewards(curriculum.window),
+        )
+
+    def _history_path(self) -> Path:
+        configured = self.recipe.curriculum.history_path
+        if configured is None or configured == default_run_dir(self.recipe) / "history.sqlite":
+            return self.run_dir / "history.sqlite"
+        return Path(configured)
 
 
 class _Loop:
@@ -201,7 +221,7 @@ class _Loop:
         driver: RolloutDriver,
         trainer: EmbeddedTrainer,
         engine: Any,
-        sampler: EpochSampler,
+        sampler: Any,
         pending: list[str],
         summary: RunSummary,
         launched: int,
@@ -249,8 +269,28 @@ class _Loop:
                 self.ready.put_nowait(job)  # type: ignore[arg-type]
             else:
                 group = job.result()
+                self._observe(group)
                 self.unconsumed.append(group.task_id)
                 self.ready.put_nowait(group)
+
+    def _observe(self, group: _Group) -> None:
+        """Feed a finished group to the curriculum: the sampler's windows and the history."""
+        update = getattr(self.sampler, "update", None)
+        for result in group.results:
+            if update is not None:
+                update(result.task_id, result.reward)
+        history = self.run_.history
+        if history is not None:
+            history.record(
+                Attempt(
+                    task_id=r.task_id,
+                    reward=r.reward,
+                    policy_version=r.oldest_version or r.started_version,
+                    run_id=self.run_.recipe.name,
+                    exit_reason=r.exit_reason.value,
+                )
+                for r in group.results
+            )
 
     async def _take(self) -> _Group:
         item = await self.ready.get()
@@ -311,6 +351,8 @@ class _Loop:
                         "train/policy_version": float(self.trainer.version),
                     }
                 )
+                if hasattr(self.sampler, "metrics"):
+                    metrics.update(self.sampler.metrics())
                 self._record(step + 1, metrics)
                 if (step + 1) % self.config.checkpoint_interval == 0 or step + 1 == total:
                     self._checkpoint(step + 1)

@@ -1,0 +1,70 @@
+"""The rollout stack of a recipe: engine, in-loop gateway and rollout driver, built together.
+
+Training, Best-of-N difficulty estimation and evaluation all roll out the same way; this is the
+one place that builds it. `rollout_stack(recipe, ...)` is an async context manager yielding a
+`RolloutStack`; the engine can start from a checkpoint's weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.rl.rollout import RolloutDriver
+
+
+@dataclass
+class RolloutStack:
+    """A live engine + gateway + driver."""
+
+    manager: Any
+    driver: RolloutDriver
+    gateway_url: str
+
+    @property
+    def engine(self) -> Any:
+        return self.manager.engine
+
+
+@asynccontextmanager
+async def rollout_stack(
+    recipe: Recipe,
+    *,
+    max_concurrency: int,
+    driver_class: type[RolloutDriver] = RolloutDriver,
+    weights: Path | None = None,
+    version: int = 0,
+) -> AsyncIterator[RolloutStack]:
+    """Build and serve the recipe's rollout stack for the duration of the block.
+
+    Args:
+        recipe: the validated recipe (policy, engine, gateway, harness, sandbox, reward).
+        max_concurrency: episodes in flight at once.
+        driver_class: the rollout driver (a subclass can post-process episodes).
+        weights: a checkpoint's `model/` directory to start the engine from.
+        version: the policy version of those weights.
+    """
+    from uni_agent_core.gateway.embedded import serving_gateway
+    from uni_agent_core.gateway.launch import build_manager
+
+    max_context = recipe.trainer.max_context_tokens
+    manager = build_manager(
+        recipe.policy, recipe.engine, recipe.gateway, max_total_tokens=max_context
+    )
+    async with serving_gateway(manager) as url:
+        if weights is not None:
+            await manager.engine.update_weights(str(weights), version)
+        driver = driver_class(
+            manager=manager,
+            gateway_url=url,
+            harness=recipe.harness,
+            sandbox=recipe.sandbox,
+            reward=recipe.reward,
+            max_concurrency=max_concurrency,
+            max_total_tokens=max_context,
+        )
+        yield RolloutStack(manager, driver, url)
