@@ -130,6 +130,49 @@ def _cmd_data_oracle(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_curriculum_estimate(args: argparse.Namespace) -> int:
+    from uni_agent_core.config import load_recipe
+    from uni_agent_core.curriculum.commands import estimate
+
+    recipe = load_recipe(args.recipe, list(args.set))
+    return estimate(recipe, n=args.n, max_tasks=args.max_tasks, out=args.out, run_dir=args.run_dir)
+
+
+def _cmd_curriculum_refresh(args: argparse.Namespace) -> int:
+    from uni_agent_core.config import load_recipe
+    from uni_agent_core.curriculum.commands import refresh
+
+    recipe = load_recipe(args.recipe, list(args.set))
+    return refresh(recipe, n=args.n, checkpoint=args.checkpoint, out=args.out, run_dir=args.run_dir)
+
+
+def _add_curriculum_parser(sub: argparse._SubParsersAction) -> None:
+    curriculum = sub.add_parser("curriculum", help="Best-of-N difficulty and curriculum refresh")
+    curriculum_sub = curriculum.add_subparsers(dest="curriculum_command", required=True)
+    estimate = curriculum_sub.add_parser(
+        "estimate", help="Best-of-N rollouts per task: difficulty.json and difficulty.md"
+    )
+    estimate.add_argument("--n", type=int, default=None, help="samples per task (recipe default)")
+    estimate.add_argument("--max-tasks", type=int, default=None, help="first K tasks only")
+    estimate.set_defaults(func=_cmd_curriculum_estimate)
+    refresh = curriculum_sub.add_parser(
+        "refresh", help="probe with the latest checkpoint and publish a new curriculum version"
+    )
+    refresh.add_argument("--n", type=int, default=2, help="fresh probes per task (0: none)")
+    refresh.add_argument(
+        "--checkpoint",
+        choices=["auto", "none"],
+        default="auto",
+        help="probe with the newest complete checkpoint (auto) or the base policy (none)",
+    )
+    refresh.set_defaults(func=_cmd_curriculum_refresh)
+    for command in (estimate, refresh):
+        command.add_argument("--recipe", required=True, help="recipe YAML")
+        command.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        command.add_argument("--run-dir", help="the run directory (default runs/<recipe name>)")
+        command.add_argument("--out", help="output directory (default <run dir>/curriculum)")
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -251,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_gateway_demo)
 
     _add_data_parser(sub)
+    _add_curriculum_parser(sub)
 
     train = sub.add_parser("train", help="a whole local training run of a recipe (no Prefect)")
     train.add_argument("--recipe", required=True, help="recipe YAML")

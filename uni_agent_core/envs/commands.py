@@ -20,30 +20,10 @@ from uni_agent_core.envs.micro_swe.generator import Split, generate, write_datas
 from uni_agent_core.envs.parallel import map_bounded
 from uni_agent_core.envs.sources import TaskSourceError, load_task_file
 from uni_agent_core.envs.verifier import Verdict, Verifier, task_sandbox_factory
+from uni_agent_core.progress import ProgressLines
 from uni_agent_core.types import TaskSpec
 
 INPUT_ERROR = 2
-
-
-class _Progress:
-    """Per-task progress lines with rate and ETA (every task with a finding, else every 10%)."""
-
-    def __init__(self, what: str, err: TextIO) -> None:
-        self.what, self.err, self.started = what, err, time.perf_counter()
-
-    def line(self, done: int, total: int, name: str, outcome: str, notable: bool) -> None:
-        step = max(1, total // 10)
-        if not (notable or done % step == 0 or done == total):
-            return
-        elapsed = time.perf_counter() - self.started
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = (total - done) / rate if rate > 0 else 0.0
-        print(
-            f"[{self.what} {done:>{len(str(total))}}/{total}] {rate:5.1f} tasks/s "
-            f"ETA {eta:5.0f}s  {name}: {outcome}",
-            file=self.err,
-            flush=True,
-        )
 
 
 def generate_micro_swe(
@@ -101,7 +81,7 @@ def validate_data(
     tasks = _load(path, split, stderr)
     if tasks is None:
         return INPUT_ERROR
-    progress = _Progress("validate", stderr)
+    progress = ProgressLines("validate", stderr)
 
     def on_result(done: int, total: int, result: TaskValidation) -> None:
         outcome = "ok" if result.valid else ", ".join(map(str, result.defects))
@@ -153,7 +133,7 @@ def oracle_score(
     if tasks is None:
         return INPUT_ERROR
     verifier = Verifier(task_sandbox_factory(sandbox or LocalSandboxConfig()))
-    progress = _Progress("oracle", stderr)
+    progress = ProgressLines("oracle", stderr)
 
     def on_result(done: int, total: int, verdict: Verdict) -> None:
         outcome = "resolved" if verdict.resolved else f"NOT resolved ({verdict.error or ''})"

@@ -71,6 +71,15 @@ def default_run_dir(recipe: Recipe) -> Path:
     return Path(RUNS_DIR) / recipe.name
 
 
+def history_path(recipe: Recipe, run_dir: Path | None = None) -> Path:
+    """The run's attempt history: the recipe's path, or `<run dir>/history.sqlite`."""
+    run_dir = run_dir or default_run_dir(recipe)
+    configured = recipe.curriculum.history_path
+    if configured is None or configured == default_run_dir(recipe) / "history.sqlite":
+        return run_dir / "history.sqlite"
+    return Path(configured)
+
+
 class TrainingRun:
     """One training run of a recipe on this machine (embedded trainer)."""
 
@@ -205,10 +214,7 @@ class TrainingRun:
         )
 
     def _history_path(self) -> Path:
-        configured = self.recipe.curriculum.history_path
-        if configured is None or configured == default_run_dir(self.recipe) / "history.sqlite":
-            return self.run_dir / "history.sqlite"
-        return Path(configured)
+        return history_path(self.recipe, self.run_dir)
 
 
 class _Loop:

@@ -24,8 +24,13 @@ def _Model():  # noqa: N802 - a fresh tiny policy, as the trainer checkpoints it
 
 
 def _save(tmp_path, step, model, optimizer):
-    return save_checkpoint(tmp_path, step, model=model, optimizer=optimizer,
-                           state={"version": step, "sampler": {"epoch": 0, "position": step}})
+    return save_checkpoint(
+        tmp_path,
+        step,
+        model=model,
+        optimizer=optimizer,
+        state={"version": step, "sampler": {"epoch": 0, "position": step}},
+    )
 
 
 def test_round_trip_of_model_optimizer_rng_and_state(tmp_path) -> None:

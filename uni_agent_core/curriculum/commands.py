@@ -1,0 +1,126 @@
+"""What `agent-rl curriculum estimate | refresh` do: Best-of-N rollouts through the recipe's
+rollout stack, the difficulty table, and a new published curriculum version.
+
+Both record every attempt in the run's history (`<run dir>/history.sqlite` unless the recipe
+names another), print progress lines on stderr and a summary on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.curriculum.difficulty import (
+    DifficultyReport,
+    estimate_difficulty,
+    write_difficulty,
+)
+from uni_agent_core.curriculum.history import AttemptHistory
+from uni_agent_core.curriculum.refresh import Published, refresh_curriculum
+from uni_agent_core.envs.sources import load_tasks
+from uni_agent_core.progress import ProgressLines
+from uni_agent_core.rl.checkpoint import Checkpoint, latest_complete
+from uni_agent_core.rl.rollout import episode_seed
+from uni_agent_core.rl.run import default_run_dir, history_path
+from uni_agent_core.rl.stack import rollout_stack
+from uni_agent_core.types import RolloutResult, TaskSpec
+
+
+def _concurrency(recipe: Recipe) -> int:
+    trainer = recipe.trainer
+    return trainer.max_concurrent_episodes or trainer.batch_size * trainer.group_size
+
+
+async def best_of_n(
+    recipe: Recipe,
+    tasks: list[TaskSpec],
+    n: int,
+    history: AttemptHistory,
+    *,
+    checkpoint: Checkpoint | None = None,
+) -> DifficultyReport:
+    """Best-of-`n` over `tasks` with the recipe's policy (or a checkpoint's weights)."""
+    progress = ProgressLines("best-of-n", sys.stderr, unit="episodes")
+    weights = checkpoint.path / "model" if checkpoint else None
+    version = int(checkpoint.state.get("version", 0)) if checkpoint else 0
+    concurrency = _concurrency(recipe)
+    async with rollout_stack(
+        recipe, max_concurrency=concurrency, weights=weights, version=version
+    ) as stack:
+
+        def episode(task: TaskSpec, index: int):  # noqa: ANN202 - a coroutine
+            seed = episode_seed(recipe.seed, -1 - version, task.instance_id, index)
+            return stack.driver.episode(task, index, seed=seed)
+
+        def on_episode(done: int, total: int, result: RolloutResult) -> None:
+            outcome = f"reward {result.reward:g} ({result.exit_reason.value})"
+            progress.line(done, total, f"{result.task_id}#{result.sample_index}", outcome, False)
+
+        return await estimate_difficulty(
+            tasks,
+            episode,
+            n=n,
+            band=recipe.curriculum.target_band,
+            history=history,
+            run_id=f"{recipe.name}/best-of-{n}",
+            concurrency=concurrency,
+            on_episode=on_episode,
+        )
+
+
+def estimate(
+    recipe: Recipe, *, n: int | None, max_tasks: int | None, out: str | None, run_dir: str | None
+) -> int:
+    """`agent-rl curriculum estimate`: difficulty.json and difficulty.md."""
+    root = Path(run_dir) if run_dir else default_run_dir(recipe)
+    tasks = load_tasks(recipe.tasks)[:max_tasks]
+    history = AttemptHistory(history_path(recipe, root))
+    samples = n or recipe.curriculum.best_of_n
+    report = asyncio.run(best_of_n(recipe, tasks, samples, history))
+    target = write_difficulty(report, Path(out) if out else root / "curriculum")
+    counts = ", ".join(f"{bucket} {count}" for bucket, count in report.counts().items())
+    print(
+        f"best-of-{samples} over {len(tasks)} tasks in {report.duration_s:.1f}s: {counts}; "
+        f"{len(report.kept_ids)} kept for training"
+    )
+    print(f"wrote {target} and {target.with_suffix('.md')}")
+    return 0
+
+
+def refresh(
+    recipe: Recipe,
+    *,
+    n: int,
+    checkpoint: str,
+    out: str | None,
+    run_dir: str | None,
+) -> int:
+    """`agent-rl curriculum refresh`: fresh probes with the latest checkpoint, then publish."""
+    root = Path(run_dir) if run_dir else default_run_dir(recipe)
+    tasks = load_tasks(recipe.tasks)
+    history = AttemptHistory(history_path(recipe, root))
+    source: Checkpoint | None = None
+    if checkpoint == "auto":
+        directory = recipe.trainer.checkpoint_dir
+        if directory is None or directory == default_run_dir(recipe) / "checkpoints":
+            directory = root / "checkpoints"
+        source = latest_complete(Path(directory))
+    if n > 0:
+        asyncio.run(best_of_n(recipe, tasks, n, history, checkpoint=source))
+    curriculum = recipe.curriculum
+    published: Published = refresh_curriculum(
+        history,
+        [task.instance_id for task in tasks],
+        Path(out) if out else root / "curriculum" / "published",
+        window=curriculum.window,
+        band=curriculum.target_band,
+        min_attempts=curriculum.min_attempts,
+        source_checkpoint=str(source.path) if source else None,
+    )
+    state = "published" if published.published else "unchanged, kept"
+    print(f"curriculum version {published.version} {state}: {published.path}")
+    if published.diff:
+        print(f"diff: {published.diff}")
+    return 0
