@@ -46,7 +46,7 @@ class TaskDifficulty(BaseModel):
     successes: int
     pass_rate: float
     interval: tuple[float, float]
-    """Central 90% Beta posterior interval of the pass rate."""
+    """90% Beta posterior interval of the pass rate (one-sided at 0 and 1)."""
     bucket: str
     kept: bool
     reason: str = ""

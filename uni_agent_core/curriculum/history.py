@@ -60,7 +60,7 @@ class PassRate:
     attempts: int
     successes: int
     interval: tuple[float, float]
-    """Central 90% interval of Beta(1 + successes, 1 + failures)."""
+    """90% credible interval of Beta(1 + successes, 1 + failures) (see `beta_interval`)."""
 
     @property
     def rate(self) -> float:
@@ -72,8 +72,16 @@ class PassRate:
 
 
 def beta_interval(successes: int, attempts: int, mass: float = 0.9) -> tuple[float, float]:
-    """Central `mass` interval of Beta(1 + successes, 1 + attempts - successes)."""
+    """A `mass` credible interval of Beta(1 + successes, 1 + attempts - successes).
+
+    Central (equal tails) in general; one-sided at the edges, `[0, q]` after no success and
+    `[q, 1]` after no failure, where the posterior's mode sits on the boundary.
+    """
     a, b = 1 + successes, 1 + attempts - successes
+    if successes == 0:
+        return 0.0, float(beta_distribution.ppf(mass, a, b))
+    if successes == attempts:
+        return float(beta_distribution.ppf(1 - mass, a, b)), 1.0
     tail = (1.0 - mass) / 2
     return float(beta_distribution.ppf(tail, a, b)), float(beta_distribution.ppf(1 - tail, a, b))
 

@@ -135,3 +135,18 @@ def test_unsupported_modes_say_why(mode) -> None:
     recipe = load_recipe(CI_SMOKE, [f"trainer.mode={mode}", "trainer.staleness.max_versions=1"])
     with pytest.raises(ValueError, match="router"):
         TrainingRun(recipe)
+
+
+def test_curriculum_enabled_run_feeds_history_and_reports_metrics(tmp_path) -> None:
+    from uni_agent_core.curriculum.history import AttemptHistory
+
+    overrides = [
+        *SMALL,
+        "trainer.total_steps=2",
+        "curriculum.enabled=true",
+        "curriculum.window=2",
+        "curriculum.min_attempts=2",
+    ]
+    summary = parity_run(CI_SMOKE, str(tmp_path / "cur"), overrides).run()
+    assert all("curriculum/active_tasks" in row for row in summary.metrics)
+    assert AttemptHistory(tmp_path / "cur" / "history.sqlite").count() == 4
