@@ -294,9 +294,13 @@ def test_missing_bwrap_fails_start_with_install_hint(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_isolation_none_warns_and_runs_in_the_scratch_dir(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_isolation_none_warns_once_and_runs_in_the_scratch_dir(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from uni_agent_core.sandbox import local
+
+    monkeypatch.setattr(local, "_warned_unisolated", False)
+
     async def main() -> None:
         with caplog.at_level(logging.WARNING):
             async with LocalSandbox(root_dir=str(tmp_path), isolation="none") as sb:
@@ -305,6 +309,11 @@ def test_isolation_none_warns_and_runs_in_the_scratch_dir(
                 assert Path(result.stdout.strip()) == Path(str(sb.workdir))
                 assert Path(str(sb.workdir)).is_relative_to(tmp_path)
         assert "UNISOLATED" in caplog.text
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            async with LocalSandbox(root_dir=str(tmp_path), isolation="none"):
+                pass
+        assert "UNISOLATED" not in caplog.text  # once per process, not per sandbox
 
     asyncio.run(main())
 
