@@ -33,9 +33,13 @@ class ParityRewardDriver(RolloutDriver):
         return result.model_copy(update={"reward": reward})
 
 
-def parity_run(recipe_path: str, run_dir: str, overrides: list[str]) -> TrainingRun:
+def parity_run(
+    recipe_path: str, run_dir: str, overrides: list[str], *, track: bool = False
+) -> TrainingRun:
     recipe = load_recipe(recipe_path, overrides)
-    return TrainingRun(recipe, run_dir=Path(run_dir), driver_class=ParityRewardDriver)
+    return TrainingRun(
+        recipe, run_dir=Path(run_dir), driver_class=ParityRewardDriver, track=track
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,10 @@ def _metrics(run_dir: Path) -> list[dict]:
 
 def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, capsys) -> None:
     run_dir = tmp_path / "ci-smoke"
-    assert main(["train", "--recipe", CI_SMOKE, "--run-dir", str(run_dir)]) == 0
+    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    command = ["train", "--recipe", CI_SMOKE, "--run-dir", str(run_dir),
+               "--set", f"tracking.tracking_uri={uri}"]
+    assert main(command) == 0
     rows = _metrics(run_dir)
     assert [row["step"] for row in rows] == [1, 2]
     for row in rows:
@@ -60,6 +63,16 @@ def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, ca
             assert name in row, name
     assert (run_dir / "checkpoints" / "step-000002" / "manifest.json").is_file()
     assert "step 2/2" in capsys.readouterr().out
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("agent-rl-ci").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.params["trainer.mode"] == "sync"
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/reward_mean")]
+    assert steps == [1, 2]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert "metrics.jsonl" in artifacts
 
 
 def test_colocated_async_run_overlaps_versions_within_the_staleness_bound(tmp_path) -> None:

@@ -1,0 +1,1 @@
+"""Experiment tracking: MLflow runs of training, evaluation and curriculum refresh."""

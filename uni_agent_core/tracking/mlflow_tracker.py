@@ -1,0 +1,92 @@
+"""An MLflow run for a training run: params once, metrics per step, artifacts, resumable.
+
+`MlflowTracker` opens (or, given the id stored in a checkpoint, reopens) one MLflow run under the
+recipe's experiment and tracking URI. Metrics are logged per step under their agent-rl names
+(`train/...`, `perf/...`, `curriculum/...`); a step already logged — a retried write, or steps
+replayed after a resume — is skipped, so MLflow never holds two points for one step. MLflow is
+imported lazily (it takes seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from uni_agent_core.config.evaluation import TrackingConfig
+
+_PROGRESS_KEY = "progress/step"
+_MAX_PARAM_CHARS = 500
+
+
+def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested mappings as dotted keys with string values (MLflow params)."""
+    flat: dict[str, str] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name + "."))
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            flat[name] = text[:_MAX_PARAM_CHARS]
+    return flat
+
+
+class MlflowTracker:
+    """One MLflow run; safe to resume."""
+
+    def __init__(self, config: TrackingConfig, *, run_name: str, run_id: str | None = None) -> None:
+        import mlflow
+
+        self._mlflow = mlflow
+        mlflow.set_tracking_uri(config.tracking_uri)
+        self.client = mlflow.MlflowClient(tracking_uri=config.tracking_uri)
+        experiment = self.client.get_experiment_by_name(config.experiment)
+        experiment_id = (
+            experiment.experiment_id
+            if experiment is not None
+            else self.client.create_experiment(config.experiment)
+        )
+        if run_id is not None:
+            self.run_id = run_id
+            self.client.update_run(run_id, status="RUNNING")
+        else:
+            run = self.client.create_run(experiment_id, run_name=config.run_name or run_name)
+            self.run_id = run.info.run_id
+        history = self.client.get_metric_history(self.run_id, _PROGRESS_KEY)
+        self.logged_up_to = max((int(m.value) for m in history), default=0)
+        """The last step whose metrics are in MLflow."""
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        existing = self.client.get_run(self.run_id).data.params
+        fresh = {k: v for k, v in flatten(params).items() if k not in existing}
+        from mlflow.entities import Param
+
+        if fresh:
+            self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in fresh.items()])
+
+    def log_step(self, step: int, metrics: Mapping[str, float]) -> bool:
+        """Log one step's metrics; returns False (and logs nothing) for an already logged step."""
+        if step <= self.logged_up_to:
+            return False
+        from mlflow.entities import Metric
+
+        timestamp = int(time.time() * 1000)
+        points = [
+            Metric(key, float(value), timestamp, step)
+            for key, value in metrics.items()
+            if isinstance(value, int | float) and math.isfinite(float(value))
+        ]
+        points.append(Metric(_PROGRESS_KEY, float(step), timestamp, step))
+        self.client.log_batch(self.run_id, metrics=points)
+        self.logged_up_to = step
+        return True
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status=status)
