@@ -17,6 +17,7 @@ import logging
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from uni_agent_core.config.harness import HarnessConfig
@@ -63,6 +64,8 @@ class RolloutDriver:
         self.limit = asyncio.Semaphore(max_concurrency)
         self.errors: Counter[str] = Counter()
         """Episodes ended by infrastructure failures, by exception type."""
+        self.on_episode: Callable[[RolloutResult], None] | None = None
+        """Called with every finished episode, as it finishes (the curriculum's feed)."""
 
     def _policy_version(self) -> int:
         return int(self.manager.engine.stats().policy_version)
@@ -70,7 +73,10 @@ class RolloutDriver:
     async def episode(self, task: TaskSpec, sample_index: int, *, seed: int) -> RolloutResult:
         """Run one episode of `task` (waits for a concurrency slot)."""
         async with self.limit:
-            return await self._episode(task, sample_index, seed)
+            result = await self._episode(task, sample_index, seed)
+        if self.on_episode is not None:
+            self.on_episode(result)
+        return result
 
     async def group(
         self, task: TaskSpec, size: int, *, run_seed: int, step: int

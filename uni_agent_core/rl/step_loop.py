@@ -3,9 +3,10 @@
 Both modes share it. `sync` launches `batch_size` groups per step and trains on exactly them;
 `colocated_async` keeps groups running ahead of the trainer within the staleness bound (see
 `_fill`), trains in a worker thread while rollouts continue, and pushes weights to the engine,
-which pauses, loads them and resumes in-flight generations (partial rollout). Every finished
-group feeds the curriculum sampler and the attempt history; every step writes one metrics line
-(and MLflow point) and, on schedule, a checkpoint that records groups launched but not trained.
+which pauses, loads them and resumes in-flight generations (partial rollout). Every episode
+feeds the curriculum sampler and the attempt history as it finishes; every step writes one
+metrics line (and MLflow point) and, on schedule, a checkpoint that records groups launched but
+not trained.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class StepLoop:
         self.config = run.recipe.trainer
         self.tasks = tasks
         self.driver = driver
+        driver.on_episode = self._observe
         self.trainer = trainer
         self.engine = engine
         self.sampler = sampler
@@ -95,27 +97,26 @@ class StepLoop:
                 self.ready.put_nowait(job)  # type: ignore[arg-type]
             else:
                 group = job.result()
-                self._observe(group)
                 self.unconsumed.append(group.task_id)
                 self.ready.put_nowait(group)
 
-    def _observe(self, group: _Group) -> None:
-        """Feed a finished group to the curriculum: the sampler's windows and the history."""
+    def _observe(self, result: RolloutResult) -> None:
+        """Feed one finished episode to the curriculum: the sampler's window and the history."""
         update = getattr(self.sampler, "update", None)
-        for result in group.results:
-            if update is not None:
-                update(result.task_id, result.reward)
+        if update is not None:
+            update(result.task_id, result.reward)
         history = self.run_.history
         if history is not None:
             history.record(
-                Attempt(
-                    task_id=r.task_id,
-                    reward=r.reward,
-                    policy_version=r.oldest_version or r.started_version,
-                    run_id=self.run_.recipe.name,
-                    exit_reason=r.exit_reason.value,
-                )
-                for r in group.results
+                [
+                    Attempt(
+                        task_id=result.task_id,
+                        reward=result.reward,
+                        policy_version=result.oldest_version or result.started_version,
+                        run_id=self.run_.recipe.name,
+                        exit_reason=result.exit_reason.value,
+                    )
+                ]
             )
 
     async def _take(self) -> _Group:
