@@ -173,6 +173,26 @@ def _add_curriculum_parser(sub: argparse._SubParsersAction) -> None:
         command.add_argument("--out", help="output directory (default <run dir>/curriculum)")
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from uni_agent_core.config import load_recipe
+    from uni_agent_core.eval.commands import evaluate_command
+
+    recipe = load_recipe(args.recipe, list(args.set))
+    return evaluate_command(
+        recipe,
+        suite=args.suite,
+        checkpoint=args.checkpoint,
+        k=args.k,
+        oracle=args.oracle,
+        out=args.out,
+        max_tasks=args.max_tasks,
+        data=args.data,
+        concurrency=args.concurrency,
+        run_dir=args.run_dir,
+        track=not args.no_track,
+    )
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -295,6 +315,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_data_parser(sub)
     _add_curriculum_parser(sub)
+
+    evaluate = sub.add_parser("eval", help="evaluate a checkpoint on a suite (avg@k, pass@k)")
+    evaluate.add_argument("--recipe", required=True, help="recipe YAML")
+    evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    evaluate.add_argument(
+        "--suite",
+        default="micro-swe:test",
+        help="micro-swe:test | micro-swe:train | swe-bench-verified | swe-rebench | a task file",
+    )
+    evaluate.add_argument(
+        "--checkpoint", default="latest", help="latest | none (base policy) | a step-* directory"
+    )
+    evaluate.add_argument("--k", type=int, default=None, help="samples per task (eval.k)")
+    evaluate.add_argument("--oracle", action="store_true", help="score the gold patches")
+    evaluate.add_argument("--max-tasks", type=int, default=None)
+    evaluate.add_argument("--data", help="rows of a dataset suite (file or cached dataset id)")
+    evaluate.add_argument("--concurrency", type=int, default=4, help="samples at once")
+    evaluate.add_argument("--run-dir", help="the run directory (default runs/<recipe name>)")
+    evaluate.add_argument("--out", help="evaluation directory (reruns resume in it)")
+    evaluate.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    evaluate.set_defaults(func=_cmd_eval)
 
     train = sub.add_parser("train", help="a whole local training run of a recipe (no Prefect)")
     train.add_argument("--recipe", required=True, help="recipe YAML")

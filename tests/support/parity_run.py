@@ -37,9 +37,7 @@ def parity_run(
     recipe_path: str, run_dir: str, overrides: list[str], *, track: bool = False
 ) -> TrainingRun:
     recipe = load_recipe(recipe_path, overrides)
-    return TrainingRun(
-        recipe, run_dir=Path(run_dir), driver_class=ParityRewardDriver, track=track
-    )
+    return TrainingRun(recipe, run_dir=Path(run_dir), driver_class=ParityRewardDriver, track=track)
 
 
 if __name__ == "__main__":

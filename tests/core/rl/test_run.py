@@ -40,8 +40,15 @@ def _metrics(run_dir: Path) -> list[dict]:
 def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, capsys) -> None:
     run_dir = tmp_path / "ci-smoke"
     uri = f"sqlite:///{tmp_path}/mlruns.db"
-    command = ["train", "--recipe", CI_SMOKE, "--run-dir", str(run_dir),
-               "--set", f"tracking.tracking_uri={uri}"]
+    command = [
+        "train",
+        "--recipe",
+        CI_SMOKE,
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f"tracking.tracking_uri={uri}",
+    ]
     assert main(command) == 0
     rows = _metrics(run_dir)
     assert [row["step"] for row in rows] == [1, 2]

@@ -7,7 +7,11 @@ from uni_agent_core.tracking.mlflow_tracker import MlflowTracker, flatten
 
 
 def test_flatten() -> None:
-    assert flatten({"a": {"b": 1, "c": "x"}, "d": [1, 2]}) == {"a.b": "1", "a.c": "x", "d": "[1, 2]"}
+    assert flatten({"a": {"b": 1, "c": "x"}, "d": [1, 2]}) == {
+        "a.b": "1",
+        "a.c": "x",
+        "d": "[1, 2]",
+    }
 
 
 def test_retried_and_resumed_steps_are_not_duplicated(tmp_path) -> None:

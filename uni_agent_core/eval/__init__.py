@@ -1,0 +1,2 @@
+"""Checkpoint evaluation: suites, resumable runs through the training rollout stack, avg@k and
+pass@k reports."""

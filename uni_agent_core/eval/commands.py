@@ -1,0 +1,91 @@
+"""What `agent-rl eval` does: resolve the suite and checkpoint, run (or resume) the evaluation,
+print the summary, and log `eval/...` metrics and the reports to MLflow."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.eval.report import eval_metrics
+from uni_agent_core.eval.runner import SAMPLES, Evaluation
+from uni_agent_core.eval.suites import resolve_suite
+from uni_agent_core.rl.checkpoint import Checkpoint, latest_complete, list_complete
+from uni_agent_core.rl.run import default_run_dir
+
+
+def resolve_checkpoint(recipe: Recipe, name: str, run_dir: Path) -> Checkpoint | None:
+    """`none` (the base policy), `latest` (newest complete checkpoint of the run) or a directory.
+
+    Raises:
+        ValueError: no complete checkpoint matches.
+    """
+    if name == "none":
+        return None
+    directory = recipe.trainer.checkpoint_dir
+    if directory is None or directory == default_run_dir(recipe) / "checkpoints":
+        directory = run_dir / "checkpoints"
+    if name == "latest":
+        found = latest_complete(Path(directory))
+        if found is None:
+            raise ValueError(f"no complete checkpoint under {directory}; train first or pass one")
+        return found
+    path = Path(name).resolve()
+    for checkpoint in list_complete(path.parent):
+        if checkpoint.path.resolve() == path:
+            return checkpoint
+    raise ValueError(f"{name} is not a complete checkpoint (a step-* directory with a manifest)")
+
+
+def evaluate_command(
+    recipe: Recipe,
+    *,
+    suite: str,
+    checkpoint: str,
+    k: int | None,
+    oracle: bool,
+    out: str | None,
+    max_tasks: int | None,
+    data: str | None,
+    concurrency: int,
+    run_dir: str | None,
+    track: bool = True,
+) -> int:
+    """`agent-rl eval`."""
+    root = Path(run_dir) if run_dir else default_run_dir(recipe)
+    source = None if oracle else resolve_checkpoint(recipe, checkpoint, root)
+    tasks = resolve_suite(suite, recipe, max_tasks=max_tasks, data=data)
+    samples = 1 if oracle else (k or recipe.eval.k)
+    label = "oracle" if oracle else (source.path.name if source else "base")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(suite).stem if Path(suite).exists() else suite)
+    target = Path(out) if out else root / "eval" / f"{slug}-{label}"
+    evaluation = Evaluation(
+        recipe,
+        tasks,
+        suite=suite,
+        k=samples,
+        out_dir=target,
+        checkpoint=source,
+        oracle=oracle,
+        concurrency=concurrency,
+    )
+    summary = asyncio.run(evaluation.run_async())
+    print(
+        f"{suite} ({label}): {summary.tasks} tasks x {samples}: pass@1 {summary.pass_at_1:.3f}, "
+        f"pass@{samples} {summary.pass_at_k:.3f}, avg@{samples} {summary.avg_at_k:.3f}; "
+        f"exits {summary.exit_reasons}"
+    )
+    for level, scores in summary.by_level.items():
+        print(f"  {level}: pass@1 {scores['pass@1']:.3f} over {int(scores['tasks'])} tasks")
+    print(f"report: {target / 'report.md'}; samples: {target / SAMPLES}")
+    if track:
+        from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
+
+        tracker = MlflowTracker(recipe.tracking, run_name=f"{recipe.name}-eval-{slug}-{label}")
+        tracker.log_params(evaluation.spec | {"tasks": len(tasks)})
+        tracker.log_step(source.step if source else 0, eval_metrics(summary))
+        for name in ("report.json", "report.md", SAMPLES):
+            tracker.log_artifact(target / name, "eval")
+        tracker.finish()
+    return 0

@@ -1,0 +1,207 @@
+"""A resumable checkpoint evaluation: every task K times, rows appended as samples finish.
+
+`Evaluation` writes `eval.json` (what is being evaluated), appends one `SampleRow` per finished
+sample to `samples.jsonl`, and on a rerun in the same directory skips every (task, sample)
+already there, so an interrupted evaluation continues where it stopped. Samples run through the
+training rollout stack (harness -> gateway -> sandbox -> verifier) with the checkpoint's weights
+and seeds that depend only on (task, sample, policy version), or, in oracle mode, score each
+task's gold patch with the verifier. The summary (`report.json`, `report.md`) is computed from
+all rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.envs.parallel import map_bounded
+from uni_agent_core.envs.verifier import Verifier, task_sandbox_factory
+from uni_agent_core.eval.metrics import EvalSummary, SampleRow, summarize
+from uni_agent_core.eval.report import write_report
+from uni_agent_core.progress import ProgressLines
+from uni_agent_core.rl.checkpoint import Checkpoint
+from uni_agent_core.rl.rollout import episode_seed
+from uni_agent_core.rl.stack import rollout_stack
+from uni_agent_core.types import RolloutResult, TaskSpec
+
+SAMPLES = "samples.jsonl"
+SPEC = "eval.json"
+_EVAL_SEED_OFFSET = 1_000_003
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a partial last line (a writer killed mid-line) so appends start on a fresh line."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+def read_rows(path: Path) -> list[SampleRow]:
+    """Rows of a samples file; a torn last line (a killed writer) is ignored."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(SampleRow.model_validate_json(line))
+        except ValueError:
+            continue
+    return rows
+
+
+class Evaluation:
+    """One evaluation of a policy (or of gold patches) on a task list."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        tasks: list[TaskSpec],
+        *,
+        suite: str,
+        k: int,
+        out_dir: Path,
+        checkpoint: Checkpoint | None = None,
+        oracle: bool = False,
+        concurrency: int = 4,
+        err: Any = None,
+    ) -> None:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.recipe = recipe
+        self.tasks = tasks
+        self.k = k
+        self.out_dir = out_dir
+        self.checkpoint = checkpoint
+        self.oracle = oracle
+        self.concurrency = concurrency
+        self.err = err or sys.stderr
+        self.version = int(checkpoint.state.get("version", 0)) if checkpoint else 0
+        self.spec = {
+            "suite": suite,
+            "k": k,
+            "tasks": [t.instance_id for t in tasks],
+            "checkpoint": str(checkpoint.path) if checkpoint else None,
+            "oracle": oracle,
+            "policy": recipe.policy.name,
+            "seed": recipe.seed,
+        }
+
+    def _check_spec(self) -> None:
+        path = self.out_dir / SPEC
+        if path.is_file():
+            existing = json.loads(path.read_text())
+            if existing != self.spec:
+                changed = sorted(k for k in self.spec if existing.get(k) != self.spec[k])
+                raise ValueError(
+                    f"{self.out_dir} holds another evaluation (differs in {', '.join(changed)}); "
+                    "use another --out directory"
+                )
+        else:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.spec, indent=2) + "\n")
+
+    async def run_async(self) -> EvalSummary:
+        self._check_spec()
+        samples = self.out_dir / SAMPLES
+        drop_torn_tail(samples)
+        done = {(row.task_id, row.sample_index) for row in read_rows(samples)}
+        todo = [
+            (task, index)
+            for task in self.tasks
+            for index in range(self.k)
+            if (task.instance_id, index) not in done
+        ]
+        progress = ProgressLines("eval", self.err, unit="samples")
+        levels = {task.instance_id: task.difficulty for task in self.tasks}
+        started = time.perf_counter()
+
+        with samples.open("a") as sink:
+
+            def record(finished: int, total: int, row: SampleRow) -> None:
+                sink.write(row.model_dump_json() + "\n")
+                sink.flush()
+                outcome = f"reward {row.reward:g} ({row.exit_reason})"
+                progress.line(
+                    finished,
+                    total,
+                    f"{row.task_id}#{row.sample_index}",
+                    outcome,
+                    row.error is not None,
+                )
+
+            if self.oracle:
+                verifier = Verifier(task_sandbox_factory(self.recipe.sandbox), self.recipe.reward)
+                await map_bounded(
+                    todo,
+                    lambda job: self._oracle(verifier, *job, levels),
+                    concurrency=self.concurrency,
+                    on_result=record,
+                )
+            else:
+                weights = self.checkpoint.path / "model" if self.checkpoint else None
+                async with rollout_stack(
+                    self.recipe,
+                    max_concurrency=self.concurrency,
+                    weights=weights,
+                    version=self.version,
+                ) as stack:
+                    episode = self._episode_fn(stack.driver.episode, levels)
+                    await map_bounded(
+                        todo,
+                        lambda job: episode(*job),
+                        concurrency=self.concurrency,
+                        on_result=record,
+                    )
+        rows = [r for r in read_rows(samples) if r.sample_index < self.k]
+        summary = summarize(rows, self.k)
+        write_report(summary, self.out_dir, self.spec, time.perf_counter() - started)
+        return summary
+
+    async def _oracle(
+        self, verifier: Verifier, task: TaskSpec, index: int, levels: dict[str, str | None]
+    ) -> SampleRow:
+        clock = time.perf_counter()
+        verdict = await verifier.oracle(task)
+        return SampleRow(
+            task_id=task.instance_id,
+            sample_index=index,
+            reward=verdict.reward,
+            resolved=verdict.resolved,
+            exit_reason="oracle",
+            level=levels[task.instance_id],
+            seconds=time.perf_counter() - clock,
+            error=verdict.error,
+        )
+
+    def _episode_fn(
+        self, run: Callable[..., Any], levels: dict[str, str | None]
+    ) -> Callable[[TaskSpec, int], Any]:
+        async def episode(task: TaskSpec, index: int) -> SampleRow:
+            clock = time.perf_counter()
+            seed = episode_seed(
+                self.recipe.seed + _EVAL_SEED_OFFSET, self.version, task.instance_id, index
+            )
+            result: RolloutResult = await run(task, index, seed=seed)
+            return SampleRow(
+                task_id=task.instance_id,
+                sample_index=index,
+                reward=result.reward,
+                resolved=result.resolved,
+                exit_reason=result.exit_reason.value,
+                level=levels[task.instance_id],
+                turns=result.turns,
+                tokens=result.sampled_tokens,
+                seconds=time.perf_counter() - clock,
+                leak_flagged=result.leak_flagged,
+                error=result.error,
+            )
+
+        return episode

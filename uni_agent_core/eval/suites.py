@@ -1,0 +1,59 @@
+"""Evaluation suites by name: the bundled micro-swe splits, SWE-bench Verified, SWE-rebench, or a
+file of task rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.config.tasks import (
+    MicroSweTasksConfig,
+    SweBenchTasksConfig,
+    SweRebenchTasksConfig,
+)
+from uni_agent_core.envs.sources import load_task_file, load_tasks
+from uni_agent_core.types import TaskSpec
+
+SUITES = ("micro-swe:test", "micro-swe:train", "swe-bench-verified", "swe-rebench")
+DEFAULT_MICRO_SWE_TASKS = 50
+SWE_BENCH_VERIFIED = "princeton-nlp/SWE-bench_Verified"
+SWE_REBENCH = "nebius/SWE-rebench"
+
+
+def resolve_suite(
+    suite: str, recipe: Recipe, *, max_tasks: int | None = None, data: str | None = None
+) -> list[TaskSpec]:
+    """The tasks of a suite.
+
+    Args:
+        suite: `micro-swe:test` (the held-out split, never trained on), `micro-swe:train`,
+            `swe-bench-verified`, `swe-rebench`, or a path to task rows (JSONL/parquet/dir).
+        recipe: supplies the seed, the eval section's defaults and the dataset location.
+        max_tasks: evaluate the first N tasks (default: the eval section's `max_tasks`).
+        data: rows of a dataset suite (a local file or a cached `datasets` id).
+
+    Raises:
+        ValueError: an unknown suite name that is not a path either.
+    """
+    limit = max_tasks or recipe.eval.max_tasks
+    if suite in ("micro-swe:test", "micro-swe:heldout", "micro-swe:train"):
+        split = "train" if suite.endswith("train") else "heldout"
+        config = MicroSweTasksConfig(
+            n=limit or DEFAULT_MICRO_SWE_TASKS,
+            seed=recipe.seed,
+            levels=["L0", "L1", "L2", "L3"],
+            split=split,
+        )
+        return load_tasks(config)
+    if suite == "swe-bench-verified":
+        source = data or recipe.eval.dataset or SWE_BENCH_VERIFIED
+        return load_tasks(
+            SweBenchTasksConfig(path_or_dataset=source, variant="verified", max_tasks=limit)
+        )
+    if suite == "swe-rebench":
+        return load_tasks(
+            SweRebenchTasksConfig(path_or_dataset=data or SWE_REBENCH, max_tasks=limit)
+        )
+    if Path(suite).exists():
+        return load_task_file(suite)[:limit]
+    raise ValueError(f"unknown suite {suite!r}; use one of {', '.join(SUITES)} or a task file")
