@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from uni_agent_core.curriculum.history import SUCCESS_THRESHOLD
+from uni_agent_core.rl.sampler import EpochSampler
 
 
 class DynamicSampler:
@@ -63,18 +64,12 @@ class DynamicSampler:
             if task in self.results:
                 self.results[task].extend(rewards)
         self.rng = random.Random(f"{seed}/dynamic-sampler")
-        self.epoch = 0
-        self.position = 0
-        self._order = self._permutation(0)
+        self.order = EpochSampler(self.task_ids, seed)
+        """The seeded per-epoch order eligible tasks are taken in."""
         self.draws = 0
         self.probes = 0
         self.last_was_probe = False
         """Whether the latest `next_task` was a probe of an excluded task."""
-
-    def _permutation(self, epoch: int) -> list[str]:
-        order = list(self.task_ids)
-        random.Random(f"{self.seed}/epoch/{epoch}").shuffle(order)
-        return order
 
     # -- state of a task ----------------------------------------------------------------------
 
@@ -104,19 +99,10 @@ class DynamicSampler:
             self.probes += 1
             return self.rng.choice(excluded)
         for _ in range(2 * len(self.task_ids) + 1):
-            task = self._advance()
+            task = self.order.next_task()
             if not self.excluded(task):
                 return task
         raise AssertionError("an eligible task exists but none was found")  # pragma: no cover
-
-    def _advance(self) -> str:
-        if self.position >= len(self._order):
-            self.epoch += 1
-            self.position = 0
-            self._order = self._permutation(self.epoch)
-        task = self._order[self.position]
-        self.position += 1
-        return task
 
     def update(self, task_id: str, reward: float) -> None:
         """Record one finished rollout of `task_id`."""
@@ -138,8 +124,7 @@ class DynamicSampler:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "epoch": self.epoch,
-            "position": self.position,
+            "order": self.order.state_dict(),
             "rng": list(self.rng.getstate()[1]) + [self.rng.getstate()[0]],
             "results": {t: list(r) for t, r in self.results.items()},
             "draws": self.draws,
@@ -147,9 +132,7 @@ class DynamicSampler:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.epoch = int(state["epoch"])
-        self.position = int(state["position"])
-        self._order = self._permutation(self.epoch)
+        self.order.load_state_dict(state["order"])
         *internal, version = state["rng"]
         self.rng.setstate((version, tuple(internal), None))
         for task, rewards in state["results"].items():
