@@ -83,6 +83,7 @@ class TrainingRun:
         stop_after_steps: int | None = None,
         driver_class: type[RolloutDriver] = RolloutDriver,
         track: bool = True,
+        task_ids: list[str] | None = None,
     ) -> None:
         """Args:
         recipe: the validated recipe.
@@ -91,6 +92,8 @@ class TrainingRun:
         stop_after_steps: end the process's work after this many steps (tests of resume).
         driver_class: the rollout driver (a subclass can post-process episodes).
         track: log params, per-step metrics and artifacts to MLflow (`recipe.tracking`).
+        task_ids: train only on these tasks of the recipe's set (e.g. those that passed data
+            validation); None uses them all.
         """
         if recipe.trainer.backend.type != "embedded":
             raise ValueError(
@@ -116,6 +119,7 @@ class TrainingRun:
         self.history: AttemptHistory | None = None
         """The attempt history when the curriculum is enabled."""
         self.track = track
+        self.task_ids = None if task_ids is None else set(task_ids)
         self.tracker: Any = None
 
     # -- building ------------------------------------------------------------------------------
@@ -128,7 +132,13 @@ class TrainingRun:
         random.seed(self.seed)
         np.random.seed(self.seed % 2**32)
         torch.manual_seed(self.seed)
-        tasks = {task.instance_id: task for task in load_tasks(recipe.tasks)}
+        tasks = {
+            task.instance_id: task
+            for task in load_tasks(recipe.tasks)
+            if self.task_ids is None or task.instance_id in self.task_ids
+        }
+        if not tasks:
+            raise ValueError("no task left to train on (every task was filtered out)")
         backend = trainer_config.backend
         model, tokenizer = load_policy(
             recipe.policy.name,

@@ -2,7 +2,8 @@
 
 `MlflowTracker` opens (or, given the id stored in a checkpoint, reopens) one MLflow run under the
 recipe's experiment and tracking URI. Metrics are logged per step under their agent-rl names
-(`train/...`, `perf/...`, `curriculum/...`); a step already logged — a retried write, or steps
+(`train/...`, `perf/...`, `curriculum/...`; `@`, which MLflow refuses, becomes `_at_`, so
+`eval/pass@1` is `eval/pass_at_1`); a step already logged — a retried write, or steps
 replayed after a resume — is skipped, so MLflow never holds two points for one step. MLflow is
 imported lazily (it takes seconds).
 """
@@ -20,6 +21,12 @@ from uni_agent_core.config.evaluation import TrackingConfig
 
 _PROGRESS_KEY = "progress/step"
 _MAX_PARAM_CHARS = 500
+
+
+def metric_name(name: str) -> str:
+    """An agent-rl metric name as MLflow accepts it (`@` is not allowed: `pass@1` ->
+    `pass_at_1`)."""
+    return name.replace("@", "_at_")
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -76,7 +83,7 @@ class MlflowTracker:
 
         timestamp = int(time.time() * 1000)
         points = [
-            Metric(key, float(value), timestamp, step)
+            Metric(metric_name(key), float(value), timestamp, step)
             for key, value in metrics.items()
             if isinstance(value, int | float) and math.isfinite(float(value))
         ]
@@ -84,6 +91,22 @@ class MlflowTracker:
         self.client.log_batch(self.run_id, metrics=points)
         self.logged_up_to = step
         return True
+
+    def log_values(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Log metrics at `step` without touching step progress (e.g. `eval/...` of the
+        checkpoint written at that step); a key already logged at that step is skipped."""
+        from mlflow.entities import Metric
+
+        timestamp = int(time.time() * 1000)
+        points = []
+        for key, value in metrics.items():
+            name = metric_name(key)
+            history = self.client.get_metric_history(self.run_id, name)
+            if any(m.step == step for m in history) or not math.isfinite(float(value)):
+                continue
+            points.append(Metric(name, float(value), timestamp, step))
+        if points:
+            self.client.log_batch(self.run_id, metrics=points)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)

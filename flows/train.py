@@ -1,0 +1,64 @@
+"""The `agent-rl` flow (deployment `train`): validate data -> estimate difficulty -> train ->
+evaluate the newest checkpoint -> log to MLflow.
+
+Parameters are small (recipe path, overrides, resume); the recipe is validated first, so a bad
+path or an invalid recipe fails the run at once with the validation message, before any stage
+runs. Every stage is a thin Prefect task over `uni_agent_core`; training and evaluation resume
+from what is on disk, so rerunning the deployment after a crash continues the run.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from pydantic import BaseModel, Field
+
+from tasks.curriculum import estimate_difficulty
+from tasks.data import validate_data
+from tasks.evaluation import evaluate
+from tasks.tracking import log_run
+from tasks.training import train as train_task
+from uni_agent_core.config import load_recipe
+from uni_agent_core.rl.run import default_run_dir
+
+
+class TrainParameters(BaseModel):
+    """What a run of the deployment takes."""
+
+    recipe: str = Field(description="Recipe YAML path (relative to the project root).")
+    overrides: list[str] = Field(default_factory=list, description="KEY=VALUE recipe overrides.")
+    resume: bool = Field(default=True, description="Continue from the newest checkpoint.")
+
+
+@flow(name="agent-rl", log_prints=True)
+def train(recipe: str, overrides: list[str] | None = None, resume: bool = True) -> dict:
+    """Train a recipe end to end; returns the MLflow run id, final metrics and eval scores."""
+    params = TrainParameters(recipe=recipe, overrides=overrides or [], resume=resume)
+    extra = [] if params.resume else ["trainer.resume=never"]
+    loaded = load_recipe(params.recipe, [*params.overrides, *extra])  # fails fast on bad input
+    run_dir = default_run_dir(loaded)
+    print(f"agent-rl: recipe {loaded.name}, run directory {run_dir}")
+    task_ids = validate_data(loaded, run_dir)
+    estimate_difficulty(loaded, run_dir, task_ids)
+    trained = train_task(loaded, run_dir, task_ids)
+    scores = evaluate(loaded, run_dir) if loaded.eval.enabled else None
+    if scores is not None:
+        log_run(loaded, run_dir, trained["mlflow_run_id"], scores)
+    summary = {"run_dir": str(run_dir), **trained, "eval": scores and scores["metrics"]}
+    lines = [
+        f"# agent-rl run `{loaded.name}`",
+        "",
+        f"- run directory: `{run_dir}`",
+        f"- MLflow run: `{trained['mlflow_run_id']}`",
+        f"- steps trained: {trained['start_step'] + 1}..{trained['start_step'] + trained['steps']}",
+    ]
+    if scores is not None:
+        lines += [f"- {key}: {value:.3f}" for key, value in sorted(scores["metrics"].items())]
+    create_markdown_artifact("\n".join(lines), key="agent-rl-summary")
+    return summary
+
+
+if __name__ == "__main__":
+    import sys
+
+    train(recipe=sys.argv[1], overrides=sys.argv[2:])

@@ -1,0 +1,54 @@
+"""Prefect tasks: Best-of-N difficulty estimation and curriculum refresh (thin)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from prefect import task
+
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.curriculum.commands import best_of_n
+from uni_agent_core.curriculum.difficulty import write_difficulty
+from uni_agent_core.curriculum.history import AttemptHistory
+from uni_agent_core.curriculum.refresh import refresh_curriculum
+from uni_agent_core.envs.sources import load_tasks
+from uni_agent_core.rl.checkpoint import latest_complete
+from uni_agent_core.rl.run import history_path
+
+
+@task(name="estimate-difficulty")
+def estimate_difficulty(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> Path | None:
+    """Best-of-N over the valid tasks, recorded in the run's history (the sampler reads it)."""
+    if not recipe.curriculum.enabled:
+        print("estimate-difficulty: curriculum disabled; skipped")
+        return None
+    wanted = set(task_ids)
+    tasks = [t for t in load_tasks(recipe.tasks) if t.instance_id in wanted]
+    history = AttemptHistory(history_path(recipe, run_dir))
+    report = asyncio.run(best_of_n(recipe, tasks, recipe.curriculum.best_of_n, history))
+    path = write_difficulty(report, run_dir / "curriculum")
+    print(f"estimate-difficulty: {report.counts()}; {len(report.kept_ids)} learnable; {path}")
+    return path
+
+
+@task(name="refresh-curriculum")
+def refresh(recipe: Recipe, run_dir: Path, probes: int) -> dict:
+    """Fresh Best-of-N probes with the newest checkpoint, then publish a curriculum version."""
+    tasks = load_tasks(recipe.tasks)
+    history = AttemptHistory(history_path(recipe, run_dir))
+    checkpoint = latest_complete(run_dir / "checkpoints")
+    if probes > 0:
+        asyncio.run(best_of_n(recipe, tasks, probes, history, checkpoint=checkpoint))
+    curriculum = recipe.curriculum
+    published = refresh_curriculum(
+        history,
+        [t.instance_id for t in tasks],
+        run_dir / "curriculum" / "published",
+        window=curriculum.window,
+        band=curriculum.target_band,
+        min_attempts=curriculum.min_attempts,
+        source_checkpoint=str(checkpoint.path) if checkpoint else None,
+    )
+    print(f"refresh-curriculum: version {published.version} (new: {published.published})")
+    return {"version": published.version, "path": str(published.path), "diff": published.diff}

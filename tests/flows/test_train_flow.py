@@ -1,0 +1,46 @@
+"""The `agent-rl` flow end to end on ci-smoke, and its fail-fast on bad input."""
+
+import shutil
+from pathlib import Path
+
+import mlflow
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CI_SMOKE = str(ROOT / "recipes" / "ci-smoke.yaml")
+ISOLATION = "bubblewrap" if shutil.which("bwrap") else "none"
+
+
+def test_train_flow_runs_every_stage(prefect_server, tmp_path, monkeypatch) -> None:
+    from flows.train import train
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    overrides = [
+        f"tracking.tracking_uri={uri}",
+        f"sandbox.isolation={ISOLATION}",
+        "eval.max_tasks=2",
+    ]
+    result = train(recipe=CI_SMOKE, overrides=overrides)
+    run_dir = tmp_path / "runs" / "ci-smoke"
+    assert result["steps"] == 2 and result["eval"]["eval/pass@1"] >= 0.0
+    assert (run_dir / "validation" / "validation.md").is_file()
+    assert (run_dir / "checkpoints" / "step-000002" / "manifest.json").is_file()
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    run = client.get_run(result["mlflow_run_id"])
+    assert "eval/pass_at_1" in run.data.metrics and "train/reward_mean" in run.data.metrics
+    folders = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"validation", "metrics.jsonl"} <= folders and any(
+        f.startswith("micro-swe") or f.startswith("eval") or "test" in f for f in folders
+    )
+
+
+def test_bad_recipes_fail_before_any_stage(prefect_server, tmp_path, monkeypatch) -> None:
+    from flows.train import train
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(Exception, match="No such file|not found|does not exist"):
+        train(recipe=str(tmp_path / "missing.yaml"))
+    with pytest.raises(Exception, match="trainer.group_sizee"):
+        train(recipe=CI_SMOKE, overrides=["trainer.group_sizee=2"])
+    assert not (tmp_path / "runs").exists()
