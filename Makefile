@@ -37,8 +37,9 @@ test: setup
 
 # Until the end-to-end Prefect flow lands, the demo runs the most complete thing that exists:
 # offline policies, recipe validation, a chat turn through the HF engine, a tool conversation
-# through a live gateway (with its exact-token record), a validated micro-swe task suite, and
-# the engine bench.
+# through a live gateway (with its exact-token record), a validated micro-swe task suite, the
+# agent-rl train flow on the ci-smoke recipe (validate -> train -> evaluate -> MLflow, with an
+# ephemeral Prefect API), and the engine bench.
 demo: setup
 	$(BIN)/agent-rl models prepare tiny smollm2-135m
 	$(BIN)/agent-rl recipe validate recipes/*.yaml
@@ -46,6 +47,7 @@ demo: setup
 	$(BIN)/agent-rl gateway demo --model smollm2-135m --turns 3
 	$(BIN)/agent-rl data generate micro-swe --n 24 --seed 0 --out data/micro-swe
 	$(BIN)/agent-rl data validate data/micro-swe
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m flows.train recipes/ci-smoke.yaml
 	$(BIN)/python bench/engine.py --models tiny --repeats 1
 
 lint: setup
