@@ -1,0 +1,40 @@
+"""The curriculum-refresh flow and the deployment definitions."""
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CI_SMOKE = str(ROOT / "recipes" / "ci-smoke.yaml")
+ISOLATION = "bubblewrap" if shutil.which("bwrap") else "none"
+
+
+def test_refresh_flow_publishes_and_is_idempotent(prefect_server, tmp_path, monkeypatch) -> None:
+    from flows.curriculum import curriculum_refresh
+
+    monkeypatch.chdir(tmp_path)
+    overrides = [
+        f"sandbox.isolation={ISOLATION}",
+        "harness.max_turns=2",
+        "gateway.sampling.max_tokens=32",
+    ]
+    first = curriculum_refresh(recipe=CI_SMOKE, overrides=overrides, probes=2)
+    assert first["version"] == 1 and Path(first["path"]).is_file()
+    again = curriculum_refresh(recipe=CI_SMOKE, overrides=overrides, probes=0)
+    assert again["version"] == 1 and again["diff"] == {}
+
+
+def test_deployments_name_importable_flows_and_the_nightly_schedule() -> None:
+    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    deployments = {d["name"]: d for d in spec["deployments"]}
+    assert set(deployments) == {"train", "nightly"}
+    nightly = deployments["nightly"]
+    assert nightly["schedules"] == [{"cron": "0 3 * * *", "timezone": "UTC"}]
+    assert nightly["concurrency_limit"] == {"limit": 1, "collision_strategy": "CANCEL_NEW"}
+    import importlib
+
+    for deployment in deployments.values():
+        path, name = deployment["entrypoint"].split(":")
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        assert callable(getattr(module, name))
