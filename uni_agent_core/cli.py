@@ -193,6 +193,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_stack(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from uni_agent_core import prefect_stack
+
+    project = Path(args.project).resolve()
+    if args.stack_command == "up":
+        prefect_stack.up(project, port=args.port)
+    elif args.stack_command == "down":
+        prefect_stack.down(project)
+    else:
+        prefect_stack.status(project)
+    return 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -315,6 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_data_parser(sub)
     _add_curriculum_parser(sub)
+
+    stack = sub.add_parser("stack", help="a local Prefect server, cpu pool, deployments, worker")
+    stack.add_argument("stack_command", choices=["up", "down", "status"])
+    stack.add_argument("--project", default=".", help="project root (holds prefect.yaml)")
+    stack.add_argument("--port", type=int, default=4200, help="server port on 127.0.0.1")
+    stack.set_defaults(func=_cmd_stack)
 
     evaluate = sub.add_parser("eval", help="evaluate a checkpoint on a suite (avg@k, pass@k)")
     evaluate.add_argument("--recipe", required=True, help="recipe YAML")
