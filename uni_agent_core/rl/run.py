@@ -119,6 +119,7 @@ class TrainingRun:
         self.history: AttemptHistory | None = None
         """The attempt history when the curriculum is enabled."""
         self.track = track
+        self._tasks: dict[str, TaskSpec] = {}
         self.task_ids = None if task_ids is None else set(task_ids)
         self.tracker: Any = None
 
@@ -184,6 +185,7 @@ class TrainingRun:
         concurrency = trainer_config.max_concurrent_episodes or (
             trainer_config.batch_size * trainer_config.group_size
         )
+        self._tasks = tasks
         if self.track:
             self._open_tracker(mlflow_run, len(tasks))
         status = "FAILED"
@@ -223,6 +225,9 @@ class TrainingRun:
         self.tracker.log_params(
             {"recipe": recipe.name, "seed": self.seed, "task_count": task_count, **params}
         )
+        from uni_agent_core.tracking.reproducibility import reproducibility_record
+
+        self.tracker.log_params({"repro": reproducibility_record(list(self._tasks.values()))})
 
     def _close_tracker(self, status: str) -> None:
         tracker = self.tracker

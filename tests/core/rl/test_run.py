@@ -76,6 +76,9 @@ def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, ca
     client = mlflow.MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("agent-rl-ci").experiment_id])
     assert run.info.status == "FINISHED" and run.data.params["trainer.mode"] == "sync"
+    params = run.data.params
+    assert len(params["repro.dataset_sha256"]) == 64 and params["repro.version.torch"]
+    assert params["repro.git_commit"] != "" and params["repro.cpu_count"]
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/reward_mean")]
     assert steps == [1, 2]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
