@@ -193,6 +193,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from uni_agent_core.tracking.compare import compare_runs
+
+    comparison = compare_runs(args.run_ids, tracking_uri=args.tracking_uri, plot_path=args.plot)
+    print(comparison.markdown())
+    print(f"curves: {comparison.plot}")
+    return 0
+
+
 def _cmd_stack(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -330,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_data_parser(sub)
     _add_curriculum_parser(sub)
+
+    compare = sub.add_parser("compare", help="MLflow runs side by side: params, metrics, curves")
+    compare.add_argument("run_ids", nargs="+", help="two or more MLflow run ids")
+    compare.add_argument("--tracking-uri", default="sqlite:///mlruns.db")
+    compare.add_argument("--plot", default="compare.png", help="PNG of the curves")
+    compare.set_defaults(func=_cmd_compare)
 
     stack = sub.add_parser("stack", help="a local Prefect server, cpu pool, deployments, worker")
     stack.add_argument("stack_command", choices=["up", "down", "status"])

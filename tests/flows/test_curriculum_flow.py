@@ -27,9 +27,15 @@ def test_refresh_flow_publishes_and_is_idempotent(prefect_server, tmp_path, monk
 
 def test_deployments_name_importable_flows_and_the_nightly_schedule() -> None:
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
-    deployments = {d["name"]: d for d in spec["deployments"]}
-    assert set(deployments) == {"train", "nightly"}
-    nightly = deployments["nightly"]
+    deployments = {d["entrypoint"]: d for d in spec["deployments"]}
+    names = {(d["entrypoint"], d["name"]) for d in spec["deployments"]}
+    assert names == {
+        ("flows/train.py:train", "train"),
+        ("flows/curriculum.py:curriculum_refresh", "nightly"),
+        ("flows/evaluate.py:evaluate", "on-demand"),
+        ("flows/compare.py:compare_flow", "on-demand"),
+    }
+    nightly = deployments["flows/curriculum.py:curriculum_refresh"]
     assert nightly["schedules"] == [{"cron": "0 3 * * *", "timezone": "UTC"}]
     assert nightly["concurrency_limit"] == {"limit": 1, "collision_strategy": "CANCEL_NEW"}
     import importlib

@@ -20,6 +20,7 @@ the groups launched but not trained, which a resumed run launches first.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from collections.abc import Callable
@@ -236,9 +237,23 @@ class TrainingRun:
         metrics = self.run_dir / "metrics.jsonl"
         if metrics.is_file():
             tracker.log_artifact(metrics)
+            tracker.log_artifact(self._plot(metrics), "plots")
         if self.history is not None:
             tracker.log_artifact(self.history.snapshot(self.run_dir / "history-snapshot.sqlite"))
         tracker.finish(status)
+
+    def _plot(self, metrics: Path) -> Path:
+        """Reward, pass-rate and loss curves of this run (PNG)."""
+        from uni_agent_core.tracking.plots import plot_curves
+
+        rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        keys = ("train/reward_mean", "train/pass_rate", "train/loss")
+        series = {
+            self.recipe.name: {
+                key: [(row["step"], row[key]) for row in rows if key in row] for key in keys
+            }
+        }
+        return plot_curves(series, keys, self.run_dir / "curves.png", self.recipe.name)
 
     def _sampler(self, task_ids: list[str]) -> Any:
         """The curriculum's dynamic sampler (fed by the attempt history), or epoch order."""

@@ -1,0 +1,16 @@
+"""The `evaluate` flow (deployment `on-demand`): score a checkpoint on the recipe's suite."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from tasks.evaluation import evaluate as evaluate_task
+from uni_agent_core.config import load_recipe
+from uni_agent_core.rl.run import default_run_dir
+
+
+@flow(name="evaluate", log_prints=True)
+def evaluate(recipe: str, checkpoint: str = "latest", overrides: list[str] | None = None) -> dict:
+    """Resumable evaluation of `checkpoint` (`latest`, `none` or a step directory)."""
+    loaded = load_recipe(recipe, overrides or [])
+    return evaluate_task(loaded, default_run_dir(loaded), checkpoint)
