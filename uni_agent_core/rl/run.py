@@ -121,6 +121,7 @@ class TrainingRun:
         """The attempt history when the curriculum is enabled."""
         self.track = track
         self._tasks: dict[str, TaskSpec] = {}
+        self.tokenizer: Any = None
         self.task_ids = None if task_ids is None else set(task_ids)
         self.tracker: Any = None
 
@@ -148,6 +149,7 @@ class TrainingRun:
             device=resolve_device(backend.device),
             chat_template=recipe.policy.chat_template,
         )
+        self.tokenizer = tokenizer
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         trainer = EmbeddedTrainer(
             model,
@@ -240,6 +242,12 @@ class TrainingRun:
             tracker.log_artifact(self._plot(metrics), "plots")
         if self.history is not None:
             tracker.log_artifact(self.history.snapshot(self.run_dir / "history-snapshot.sqlite"))
+        samples = self.run_dir / "trajectories"
+        if samples.is_dir():
+            tracker.log_artifact(samples, "trajectories")
+        final = latest_complete(self.checkpoint_dir)
+        if status == "FINISHED" and final is not None:
+            tracker.log_artifact(final.path, f"checkpoint/{final.path.name}")
         tracker.finish(status)
 
     def _plot(self, metrics: Path) -> Path:

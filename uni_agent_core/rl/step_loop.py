@@ -22,6 +22,7 @@ from uni_agent_core.curriculum.history import Attempt
 from uni_agent_core.rl.checkpoint import prune, save_checkpoint
 from uni_agent_core.rl.metrics import episode_metrics
 from uni_agent_core.rl.rollout import RolloutDriver
+from uni_agent_core.rl.samples import write_samples
 from uni_agent_core.rl.trainer import EmbeddedTrainer
 from uni_agent_core.types import RolloutResult, TaskSpec
 
@@ -181,6 +182,13 @@ class StepLoop:
                 if hasattr(self.sampler, "metrics"):
                     metrics.update(self.sampler.metrics())
                 self._record(step + 1, metrics)
+                write_samples(
+                    results,
+                    step + 1,
+                    self.run_.run_dir / "trajectories",
+                    self.run_.recipe.tracking.log_trajectories_per_step,
+                    self.run_.tokenizer,
+                )
                 if (step + 1) % self.config.checkpoint_interval == 0 or step + 1 == total:
                     self._checkpoint(step + 1)
         finally:

@@ -82,7 +82,12 @@ def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, ca
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/reward_mean")]
     assert steps == [1, 2]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert "metrics.jsonl" in artifacts
+    assert {"metrics.jsonl", "plots", "trajectories", "checkpoint"} <= artifacts
+    sample = json.loads(
+        (run_dir / "trajectories" / "step-000001.jsonl").read_text().splitlines()[0]
+    )
+    assert {"prompt", "segments", "reward", "exit_reason"} <= set(sample)
+    assert any(segment["trainable"] for segment in sample["segments"])
 
 
 def test_colocated_async_run_overlaps_versions_within_the_staleness_bound(tmp_path) -> None:
