@@ -27,14 +27,17 @@ class TrainParameters(BaseModel):
 
     recipe: str = Field(description="Recipe YAML path (relative to the project root).")
     overrides: list[str] = Field(default_factory=list, description="KEY=VALUE recipe overrides.")
-    resume: bool = Field(default=True, description="Continue from the newest checkpoint.")
+    resume: bool = Field(
+        default=True,
+        description="Continue from the newest complete checkpoint (overrides trainer.resume).",
+    )
 
 
 @flow(name="agent-rl", log_prints=True)
 def train(recipe: str, overrides: list[str] | None = None, resume: bool = True) -> dict:
     """Train a recipe end to end; returns the MLflow run id, final metrics and eval scores."""
     params = TrainParameters(recipe=recipe, overrides=overrides or [], resume=resume)
-    extra = [] if params.resume else ["trainer.resume=never"]
+    extra = ["trainer.resume=auto" if params.resume else "trainer.resume=never"]
     loaded = load_recipe(params.recipe, [*params.overrides, *extra])  # fails fast on bad input
     run_dir = default_run_dir(loaded)
     print(f"agent-rl: recipe {loaded.name}, run directory {run_dir}")
