@@ -14,7 +14,7 @@ from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.refresh import refresh_curriculum
 from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.rl.checkpoint import latest_complete
-from uni_agent_core.rl.run import history_path
+from uni_agent_core.rl.run import checkpoint_dir, history_path
 
 
 @task(name="estimate-difficulty")
@@ -37,7 +37,7 @@ def refresh(recipe: Recipe, run_dir: Path, probes: int) -> dict:
     """Fresh Best-of-N probes with the newest checkpoint, then publish a curriculum version."""
     tasks = load_tasks(recipe.tasks)
     history = AttemptHistory(history_path(recipe, run_dir))
-    checkpoint = latest_complete(run_dir / "checkpoints")
+    checkpoint = latest_complete(checkpoint_dir(recipe, run_dir))
     if probes > 0:
         asyncio.run(best_of_n(recipe, tasks, probes, history, checkpoint=checkpoint))
     curriculum = recipe.curriculum

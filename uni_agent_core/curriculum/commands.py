@@ -23,7 +23,7 @@ from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.progress import ProgressLines
 from uni_agent_core.rl.checkpoint import Checkpoint, latest_complete
 from uni_agent_core.rl.rollout import episode_seed
-from uni_agent_core.rl.run import default_run_dir, history_path
+from uni_agent_core.rl.run import checkpoint_dir, default_run_dir, history_path
 from uni_agent_core.rl.stack import rollout_stack
 from uni_agent_core.types import RolloutResult, TaskSpec
 
@@ -103,10 +103,7 @@ def refresh(
     history = AttemptHistory(history_path(recipe, root))
     source: Checkpoint | None = None
     if checkpoint == "auto":
-        directory = recipe.trainer.checkpoint_dir
-        if directory is None or directory == default_run_dir(recipe) / "checkpoints":
-            directory = root / "checkpoints"
-        source = latest_complete(Path(directory))
+        source = latest_complete(checkpoint_dir(recipe, root))
     if n > 0:
         asyncio.run(best_of_n(recipe, tasks, n, history, checkpoint=source))
     curriculum = recipe.curriculum

@@ -12,7 +12,7 @@ from uni_agent_core.eval.report import eval_metrics
 from uni_agent_core.eval.runner import SAMPLES, Evaluation
 from uni_agent_core.eval.suites import resolve_suite
 from uni_agent_core.rl.checkpoint import Checkpoint, latest_complete, list_complete
-from uni_agent_core.rl.run import default_run_dir
+from uni_agent_core.rl.run import checkpoint_dir, default_run_dir
 
 
 def resolve_checkpoint(recipe: Recipe, name: str, run_dir: Path) -> Checkpoint | None:
@@ -23,11 +23,9 @@ def resolve_checkpoint(recipe: Recipe, name: str, run_dir: Path) -> Checkpoint |
     """
     if name == "none":
         return None
-    directory = recipe.trainer.checkpoint_dir
-    if directory is None or directory == default_run_dir(recipe) / "checkpoints":
-        directory = run_dir / "checkpoints"
+    directory = checkpoint_dir(recipe, run_dir)
     if name == "latest":
-        found = latest_complete(Path(directory))
+        found = latest_complete(directory)
         if found is None:
             raise ValueError(f"no complete checkpoint under {directory}; train first or pass one")
         return found

@@ -63,13 +63,23 @@ def default_run_dir(recipe: Recipe) -> Path:
     return Path(RUNS_DIR) / recipe.name
 
 
+def _in_run_dir(configured: Path | None, recipe: Recipe, run_dir: Path | None, name: str) -> Path:
+    """A recipe path that defaults to `runs/<name>/<name>`: moved under `run_dir` when the recipe
+    left the default, kept when the recipe names its own."""
+    run_dir = run_dir or default_run_dir(recipe)
+    if configured is None or configured == default_run_dir(recipe) / name:
+        return run_dir / name
+    return Path(configured)
+
+
 def history_path(recipe: Recipe, run_dir: Path | None = None) -> Path:
     """The run's attempt history: the recipe's path, or `<run dir>/history.sqlite`."""
-    run_dir = run_dir or default_run_dir(recipe)
-    configured = recipe.curriculum.history_path
-    if configured is None or configured == default_run_dir(recipe) / "history.sqlite":
-        return run_dir / "history.sqlite"
-    return Path(configured)
+    return _in_run_dir(recipe.curriculum.history_path, recipe, run_dir, "history.sqlite")
+
+
+def checkpoint_dir(recipe: Recipe, run_dir: Path | None = None) -> Path:
+    """The run's checkpoints: the recipe's directory, or `<run dir>/checkpoints`."""
+    return _in_run_dir(recipe.trainer.checkpoint_dir, recipe, run_dir, "checkpoints")
 
 
 class TrainingRun:
@@ -109,10 +119,7 @@ class TrainingRun:
             )
         self.recipe = recipe
         self.run_dir = run_dir or default_run_dir(recipe)
-        configured = recipe.trainer.checkpoint_dir
-        if configured is None or configured == default_run_dir(recipe) / "checkpoints":
-            configured = self.run_dir / "checkpoints"  # the recipe left the default
-        self.checkpoint_dir = Path(configured)
+        self.checkpoint_dir = checkpoint_dir(recipe, self.run_dir)
         self.echo = echo
         self.stop_after_steps = stop_after_steps
         self.seed = recipe.trainer.seed if recipe.trainer.seed is not None else recipe.seed
