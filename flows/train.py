@@ -13,6 +13,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
+from blocks import apply_blocks
 from tasks.curriculum import estimate_difficulty
 from tasks.data import validate_data
 from tasks.evaluation import evaluate
@@ -34,10 +35,28 @@ class TrainParameters(BaseModel):
 
 
 @flow(name="agent-rl", log_prints=True)
-def train(recipe: str, overrides: list[str] | None = None, resume: bool = True) -> dict:
-    """Train a recipe end to end; returns the MLflow run id, final metrics and eval scores."""
+def train(
+    recipe: str,
+    overrides: list[str] | None = None,
+    resume: bool = True,
+    inference_block: str | None = None,
+    sandbox_block: str | None = None,
+    tracking_block: str | None = None,
+    credentials_block: str | None = None,
+) -> dict:
+    """Train a recipe end to end; returns the MLflow run id, final metrics and eval scores.
+
+    The `*_block` parameters name saved agent-rl blocks (`blocks/`) whose settings override
+    the recipe's engine, sandbox and tracking sections and whose secrets are exported.
+    """
     params = TrainParameters(recipe=recipe, overrides=overrides or [], resume=resume)
     extra = ["trainer.resume=auto" if params.resume else "trainer.resume=never"]
+    extra += apply_blocks(
+        inference=inference_block,
+        sandbox=sandbox_block,
+        tracking=tracking_block,
+        credentials=credentials_block,
+    )
     loaded = load_recipe(params.recipe, [*params.overrides, *extra])  # fails fast on bad input
     run_dir = default_run_dir(loaded)
     print(f"agent-rl: recipe {loaded.name}, run directory {run_dir}")
