@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.eval.metrics import EvalSummary
 from uni_agent_core.eval.report import eval_metrics
 from uni_agent_core.eval.runner import SAMPLES, Evaluation
 from uni_agent_core.eval.suites import resolve_suite
@@ -36,21 +38,36 @@ def resolve_checkpoint(recipe: Recipe, name: str, run_dir: Path) -> Checkpoint |
     raise ValueError(f"{name} is not a complete checkpoint (a step-* directory with a manifest)")
 
 
-def evaluate_command(
+@dataclass
+class EvaluationRun:
+    """A finished (or resumed-to-completion) evaluation."""
+
+    summary: EvalSummary
+    out_dir: Path
+    checkpoint: Checkpoint | None
+    label: str
+    """`oracle`, `base` or the checkpoint's directory name."""
+    slug: str
+    """The suite as a file-name part (`micro-swe-test`)."""
+    spec: dict
+    tasks: int
+
+
+def run_evaluation(
     recipe: Recipe,
     *,
     suite: str,
-    checkpoint: str,
-    k: int | None,
-    oracle: bool,
-    out: str | None,
-    max_tasks: int | None,
-    data: str | None,
-    concurrency: int,
-    run_dir: str | None,
-    track: bool = True,
-) -> int:
-    """`agent-rl eval`."""
+    checkpoint: str = "latest",
+    k: int | None = None,
+    oracle: bool = False,
+    out: str | None = None,
+    max_tasks: int | None = None,
+    data: str | None = None,
+    concurrency: int = 4,
+    run_dir: str | Path | None = None,
+) -> EvaluationRun:
+    """Resolve the suite and checkpoint and run (or resume) the evaluation in its directory
+    (`<run dir>/eval/<suite>-<checkpoint>` unless `out` names one)."""
     root = Path(run_dir) if run_dir else default_run_dir(recipe)
     source = None if oracle else resolve_checkpoint(recipe, checkpoint, root)
     tasks = resolve_suite(suite, recipe, max_tasks=max_tasks, data=data)
@@ -69,6 +86,38 @@ def evaluate_command(
         concurrency=concurrency,
     )
     summary = asyncio.run(evaluation.run_async())
+    return EvaluationRun(summary, target, source, label, slug, evaluation.spec, len(tasks))
+
+
+def evaluate_command(
+    recipe: Recipe,
+    *,
+    suite: str,
+    checkpoint: str,
+    k: int | None,
+    oracle: bool,
+    out: str | None,
+    max_tasks: int | None,
+    data: str | None,
+    concurrency: int,
+    run_dir: str | None,
+    track: bool = True,
+) -> int:
+    """`agent-rl eval`."""
+    done = run_evaluation(
+        recipe,
+        suite=suite,
+        checkpoint=checkpoint,
+        k=k,
+        oracle=oracle,
+        out=out,
+        max_tasks=max_tasks,
+        data=data,
+        concurrency=concurrency,
+        run_dir=run_dir,
+    )
+    summary, target, source, label = done.summary, done.out_dir, done.checkpoint, done.label
+    samples, slug = summary.k, done.slug
     print(
         f"{suite} ({label}): {summary.tasks} tasks x {samples}: pass@1 {summary.pass_at_1:.3f}, "
         f"pass@{samples} {summary.pass_at_k:.3f}, avg@{samples} {summary.avg_at_k:.3f}; "
@@ -81,7 +130,7 @@ def evaluate_command(
         from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 
         tracker = MlflowTracker(recipe.tracking, run_name=f"{recipe.name}-eval-{slug}-{label}")
-        tracker.log_params(evaluation.spec | {"tasks": len(tasks)})
+        tracker.log_params(done.spec | {"tasks": done.tasks})
         tracker.log_step(source.step if source else 0, eval_metrics(summary))
         for name in ("report.json", "report.md", SAMPLES):
             tracker.log_artifact(target / name, "eval")

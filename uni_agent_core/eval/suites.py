@@ -16,8 +16,15 @@ from uni_agent_core.types import TaskSpec
 
 SUITES = ("micro-swe:test", "micro-swe:train", "swe-bench-verified", "swe-rebench")
 DEFAULT_MICRO_SWE_TASKS = 50
+RECIPE_SUITES = {"micro_swe": "micro-swe:test", "swe_bench_verified": "swe-bench-verified"}
+"""The suite name of each recipe `eval.suite` value."""
 SWE_BENCH_VERIFIED = "princeton-nlp/SWE-bench_Verified"
 SWE_REBENCH = "nebius/SWE-rebench"
+
+
+def recipe_suite(recipe: Recipe) -> str:
+    """The suite the recipe's `eval:` section names."""
+    return RECIPE_SUITES[recipe.eval.suite]
 
 
 def resolve_suite(
