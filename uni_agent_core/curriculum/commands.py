@@ -24,13 +24,8 @@ from uni_agent_core.progress import ProgressLines
 from uni_agent_core.rl.checkpoint import Checkpoint, latest_complete
 from uni_agent_core.rl.rollout import episode_seed
 from uni_agent_core.rl.run import checkpoint_dir, default_run_dir, history_path
-from uni_agent_core.rl.stack import rollout_stack
+from uni_agent_core.rl.stack import episode_concurrency, rollout_stack
 from uni_agent_core.types import RolloutResult, TaskSpec
-
-
-def _concurrency(recipe: Recipe) -> int:
-    trainer = recipe.trainer
-    return trainer.max_concurrent_episodes or trainer.batch_size * trainer.group_size
 
 
 async def best_of_n(
@@ -45,7 +40,7 @@ async def best_of_n(
     progress = ProgressLines("best-of-n", sys.stderr, unit="episodes")
     weights = checkpoint.path / "model" if checkpoint else None
     version = int(checkpoint.state.get("version", 0)) if checkpoint else 0
-    concurrency = _concurrency(recipe)
+    concurrency = episode_concurrency(recipe)
     async with rollout_stack(
         recipe, max_concurrency=concurrency, weights=weights, version=version
     ) as stack:

@@ -38,7 +38,7 @@ from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.rl.checkpoint import latest_complete, restore_checkpoint
 from uni_agent_core.rl.rollout import RolloutDriver
 from uni_agent_core.rl.sampler import EpochSampler
-from uni_agent_core.rl.stack import rollout_stack
+from uni_agent_core.rl.stack import episode_concurrency, rollout_stack
 from uni_agent_core.rl.step_loop import StepLoop
 from uni_agent_core.rl.trainer import EmbeddedTrainer
 from uni_agent_core.types import TaskSpec
@@ -192,9 +192,7 @@ class TrainingRun:
                 self.echo(f"resuming from {checkpoint.path} (step {checkpoint.step})")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         summary = RunSummary(self.run_dir, start_step, 0, resumed_from=resumed)
-        concurrency = trainer_config.max_concurrent_episodes or (
-            trainer_config.batch_size * trainer_config.group_size
-        )
+        concurrency = episode_concurrency(self.recipe)
         self._tasks = tasks
         if self.track:
             self._open_tracker(mlflow_run, len(tasks))

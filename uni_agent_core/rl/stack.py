@@ -30,6 +30,12 @@ class RolloutStack:
         return self.manager.engine
 
 
+def episode_concurrency(recipe: Recipe) -> int:
+    """Episodes in flight at once: `trainer.max_concurrent_episodes`, else one step's worth."""
+    trainer = recipe.trainer
+    return trainer.max_concurrent_episodes or trainer.batch_size * trainer.group_size
+
+
 @asynccontextmanager
 async def rollout_stack(
     recipe: Recipe,
