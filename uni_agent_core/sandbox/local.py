@@ -18,7 +18,6 @@ import asyncio
 import logging
 import os
 import posixpath
-import shlex
 import shutil
 import tempfile
 import uuid
@@ -31,6 +30,7 @@ from uni_agent_core.sandbox.bwrap import bwrap_argv, find_bwrap
 from uni_agent_core.sandbox.lifecycle import StartOnce
 from uni_agent_core.sandbox.limits import Limits, join_argv
 from uni_agent_core.sandbox.process import kill_group, run_process
+from uni_agent_core.sandbox.timed_shell import diff_script
 from uni_agent_core.sandbox.workspace_files import confine, copy_path, force_rmtree
 
 if TYPE_CHECKING:
@@ -320,13 +320,7 @@ class LocalSandbox(StartOnce):
         Raises:
             SandboxError: `workdir` is not a git repository or git failed.
         """
-        script = (
-            "set -e; scratch=$(mktemp -d); trap 'rm -rf \"$scratch\"' EXIT; "
-            'index=$(git rev-parse --git-path index); [ -f "$index" ] && '
-            'cp "$index" "$scratch/index"; export GIT_INDEX_FILE="$scratch/index"; '
-            "git add -A; git -c core.quotepath=off diff --cached --binary --no-color "
-            f"--no-ext-diff {shlex.quote(self.diff_base)} --"
-        )
+        script = diff_script(self.diff_base)
         result = await self.exec(script, cwd=str(self.workdir))
         if not result.ok:
             raise SandboxError(

@@ -111,13 +111,20 @@ def decode_capped(data: bytes, max_bytes: int | None, dropped: int = 0) -> str:
 
 def diff_script(diff_base: str) -> str:
     """A bash script printing the patch from `diff_base` to the working tree, untracked files
-    included, staged through a throwaway index so the repository's own index is untouched."""
+    included.
+
+    Files are staged into a throwaway index seeded from `diff_base`'s tree, so the repository's
+    own index is untouched and every file is compared by content: a copied index would carry
+    stat data that can call a same-size rewrite "unchanged" (git's racy-clean check is tied
+    to the index file's own timestamp, which a copy does not keep).
+    """
+    base = shlex.quote(diff_base)
     return (
         "set -e; scratch=$(mktemp -d); trap 'rm -rf \"$scratch\"' EXIT; "
-        'index=$(git rev-parse --git-path index); [ -f "$index" ] && '
-        'cp "$index" "$scratch/index"; export GIT_INDEX_FILE="$scratch/index"; '
-        "git add -A; git -c core.quotepath=off diff --cached --binary --no-color "
-        f"--no-ext-diff {shlex.quote(diff_base)} --"
+        'export GIT_INDEX_FILE="$scratch/index"; '
+        f"git read-tree {base}; git add -A; "
+        "git -c core.quotepath=off diff --cached --binary --no-color "
+        f"--no-ext-diff {base} --"
     )
 
 

@@ -118,6 +118,27 @@ def test_diff_is_the_working_tree_patch_with_new_files(
     asyncio.run(main())
 
 
+@needs_git
+def test_diff_sees_a_same_size_rewrite_whose_stat_data_matches_the_index(tmp_path: Path) -> None:
+    """A rewrite git's stat cache would call clean (same size, mtime restored, ctime ignored)
+    is still in the patch: the diff compares contents, not the repository index's stat data."""
+    setup = (
+        "git init -q && git config core.trustctime false && printf 'x = 1\\n' > a.py && "
+        "touch -d 2001-01-01T00:00:00 a.py && git add -A && "
+        "git -c user.name=t -c user.email=t@t commit -qm base && "
+        "printf 'x = 2\\n' > a.py && touch -d 2001-01-01T00:00:00 a.py && "
+        'test -z "$(git status --porcelain)"'
+    )
+
+    async def main() -> None:
+        async with LocalSandbox(root_dir=str(tmp_path), isolation="none") as sb:
+            prepared = await sb.exec(setup)
+            assert prepared.ok, prepared  # git's own status misses the rewrite
+            assert "-x = 1\n+x = 2\n" in await sb.diff()
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_diff_outside_a_repository_raises(tmp_path: Path, isolation: Isolation) -> None:
     async def main() -> None:
