@@ -35,20 +35,23 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# Until the end-to-end Prefect flow lands, the demo runs the most complete thing that exists:
-# offline policies, recipe validation, a chat turn through the HF engine, a tool conversation
-# through a live gateway (with its exact-token record), a validated micro-swe task suite, the
-# agent-rl train flow on the ci-smoke recipe (validate -> train -> evaluate -> MLflow, with an
-# ephemeral Prefect API), and the engine bench.
+# The demo is the user's path: a local Prefect stack (server on 127.0.0.1:$(DEMO_PORT) with its
+# sqlite database in .prefect/, the cpu/gpu/ascend pools, every deployment, a worker on cpu), then
+# the `agent-rl/train` deployment on the embedded default recipe, watched to the end: validate
+# data -> Best-of-N difficulty -> colocated async GRPO -> evaluate the checkpoint -> MLflow
+# (sqlite:///mlruns.db). It ends by printing where the MLflow run is and how to open both UIs.
+# The stack stays up for those UIs; `agent-rl stack down` stops it.
+DEMO_PORT   ?= 4200
+DEMO_RECIPE ?= recipes/tiny-cpu.yaml
+
 demo: setup
-	$(BIN)/agent-rl models prepare tiny smollm2-135m
-	$(BIN)/agent-rl recipe validate recipes/*.yaml
-	$(BIN)/agent-rl chat --model smollm2-135m "What is the capital of France?"
-	$(BIN)/agent-rl gateway demo --model smollm2-135m --turns 3
-	$(BIN)/agent-rl data generate micro-swe --n 24 --seed 0 --out data/micro-swe
-	$(BIN)/agent-rl data validate data/micro-swe
-	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m flows.train recipes/ci-smoke.yaml
-	$(BIN)/python bench/engine.py --models tiny --repeats 1
+	$(BIN)/agent-rl models prepare tiny
+	$(BIN)/agent-rl stack up --port $(DEMO_PORT)
+	@eval "$$($(BIN)/agent-rl stack env)" && export PATH="$(CURDIR)/$(BIN):$$PATH" && \
+	  echo "+ prefect deployment run agent-rl/train --param recipe=$(DEMO_RECIPE) --watch" && \
+	  prefect deployment run agent-rl/train --param recipe=$(DEMO_RECIPE) --watch && \
+	  echo && agent-rl runs latest --recipe $(DEMO_RECIPE) && \
+	  echo "The stack is still up (Prefect UI above); stop it with: $(BIN)/agent-rl stack down"
 
 lint: setup
 	$(BIN)/ruff check .

@@ -5,12 +5,12 @@ from __future__ import annotations
 from prefect import flow
 
 from tasks.evaluation import evaluate as evaluate_task
-from uni_agent_core.config import load_recipe
+from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.rl.run import default_run_dir
 
 
 @flow(name="evaluate", log_prints=True)
 def evaluate(recipe: str, checkpoint: str = "latest", overrides: list[str] | None = None) -> dict:
     """Resumable evaluation of `checkpoint` (`latest`, `none` or a step directory)."""
-    loaded = load_recipe(recipe, overrides or [])
+    loaded = load_recipe_for_pool(recipe, overrides or [])
     return evaluate_task(loaded, default_run_dir(loaded), checkpoint)

@@ -19,7 +19,7 @@ from tasks.data import validate_data
 from tasks.evaluation import evaluate
 from tasks.tracking import log_run
 from tasks.training import train as train_task
-from uni_agent_core.config import load_recipe
+from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.rl.run import default_run_dir
 
 
@@ -57,7 +57,9 @@ def train(
         tracking=tracking_block,
         credentials=credentials_block,
     )
-    loaded = load_recipe(params.recipe, [*params.overrides, *extra])  # fails fast on bad input
+    loaded = load_recipe_for_pool(
+        params.recipe, [*params.overrides, *extra]
+    )  # fails fast on bad input
     run_dir = default_run_dir(loaded)
     print(f"agent-rl: recipe {loaded.name}, run directory {run_dir}")
     task_ids = validate_data(loaded, run_dir)

@@ -212,8 +212,26 @@ def _cmd_stack(args: argparse.Namespace) -> int:
         prefect_stack.up(project, port=args.port)
     elif args.stack_command == "down":
         prefect_stack.down(project)
+    elif args.stack_command == "env":
+        return 0 if prefect_stack.print_env(project) else 1
     else:
         prefect_stack.status(project)
+    return 0
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    import os
+
+    from uni_agent_core.config import load_recipe
+    from uni_agent_core.tracking.runs import describe_run, latest_run
+
+    recipe = load_recipe(args.recipe, list(args.set))
+    try:
+        summary = latest_run(recipe)
+    except LookupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(describe_run(summary, os.environ.get("PREFECT_API_URL")))
     return 0
 
 
@@ -347,10 +365,22 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(func=_cmd_compare)
 
     stack = sub.add_parser("stack", help="a local Prefect server, cpu pool, deployments, worker")
-    stack.add_argument("stack_command", choices=["up", "down", "status"])
+    stack.add_argument(
+        "stack_command",
+        choices=["up", "down", "status", "env"],
+        help="env prints `export PREFECT_API_URL=... PREFECT_HOME=...` for the running stack",
+    )
     stack.add_argument("--project", default=".", help="project root (holds prefect.yaml)")
     stack.add_argument("--port", type=int, default=4200, help="server port on 127.0.0.1")
     stack.set_defaults(func=_cmd_stack)
+
+    runs = sub.add_parser("runs", help="where a recipe's newest MLflow run is, and its metrics")
+    runs.add_argument("runs_command", choices=["latest"])
+    runs.add_argument(
+        "--recipe", required=True, help="recipe YAML (its tracking URI, experiment and name)"
+    )
+    runs.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    runs.set_defaults(func=_cmd_runs)
 
     evaluate = sub.add_parser("eval", help="evaluate a checkpoint on a suite (avg@k, pass@k)")
     evaluate.add_argument("--recipe", required=True, help="recipe YAML")

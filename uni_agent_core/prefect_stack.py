@@ -1,10 +1,11 @@
 """`agent-rl stack up | down | status`: a local Prefect stack for a fresh machine, on loopback.
 
 `up` starts a Prefect server on 127.0.0.1 with its home (sqlite database, settings) under
-`<project>/.prefect`, waits for its health endpoint, creates the `cpu` process work pool, deploys
-every deployment of `prefect.yaml`, and starts a worker on the pool; the pids and the API URL go
-to `.prefect/stack.json`. `down` stops exactly those processes (by pid, process group). Only the
-`prefect` command line is used, so `uni_agent_core` still never imports prefect.
+`<project>/.prefect`, waits for its health endpoint, creates the `cpu`, `gpu` and `ascend`
+process work pools, deploys every deployment of `prefect.yaml`, and starts a worker on `cpu`; the
+pids and the API URL go to `.prefect/stack.json`. `down` stops exactly those processes (by pid,
+process group). Only the `prefect` command line is used, so `uni_agent_core` still never imports
+prefect.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ import urllib.request
 from pathlib import Path
 
 STATE = "stack.json"
+POOLS = ("cpu", "gpu", "ascend")
+HOME_ENV = "AGENT_RL_STACK_HOME"
 _ENV_OFF = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
 def _home(project: Path) -> Path:
-    return project / ".prefect"
+    """The stack's Prefect home: `$AGENT_RL_STACK_HOME`, else `<project>/.prefect`."""
+    return Path(os.environ.get(HOME_ENV) or project / ".prefect")
 
 
 def stack_env(project: Path, port: int) -> dict[str, str]:
@@ -58,12 +62,26 @@ def _spawn(command: list[str], env: dict[str, str], log: Path) -> int:
 
 
 def up(project: Path, *, port: int = 4200, timeout_s: float = 120.0) -> dict:
-    """Start server, pool, deployments and worker; returns the recorded state."""
+    """Start server, pools, deployments and worker; returns the recorded state.
+
+    A stack that is already up is reused: only the deployments are refreshed.
+    """
     home = _home(project)
     home.mkdir(parents=True, exist_ok=True)
     state_path = home / STATE
-    if state_path.is_file() and _alive(json.loads(state_path.read_text())):
-        raise RuntimeError(f"a stack is already up ({state_path}); run `agent-rl stack down`")
+    if state_path.is_file():
+        state = json.loads(state_path.read_text())
+        if _running(state.get("server")) and _running(state.get("worker")):
+            if not _healthy(state["port"]):
+                raise RuntimeError(
+                    f"a stack is recorded ({state_path}) but its server does not answer; "
+                    "run `agent-rl stack down` first"
+                )
+            print(f"stack already up: {state['api_url']}; redeploying prefect.yaml")
+            _deploy(project, stack_env(project, state["port"]))
+            return state
+        if _alive(state):
+            raise RuntimeError(f"a stack is half up ({state_path}); run `agent-rl stack down`")
     env = stack_env(project, port)
     server = _spawn(
         [_prefect(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -77,30 +95,51 @@ def up(project: Path, *, port: int = 4200, timeout_s: float = 120.0) -> dict:
             raise RuntimeError(f"the Prefect server did not start; see {home / 'server.log'}")
         time.sleep(0.5)
     print(f"prefect server: http://127.0.0.1:{port} (pid {server})")
-    pools = subprocess.run(
-        [_prefect(), "work-pool", "ls"], env=env, capture_output=True, text=True, check=True
-    )
-    if " cpu " not in pools.stdout:
-        subprocess.run(
-            [_prefect(), "work-pool", "create", "cpu", "--type", "process"],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-    subprocess.run(
-        [_prefect(), "--no-prompt", "deploy", "--all"],
-        env=env,
-        check=True,
-        cwd=project,
-        capture_output=True,
-    )
-    print("deployed: agent-rl/train, curriculum-refresh/nightly (work pool cpu)")
+    _create_pools(env)
+    _deploy(project, env)
     worker = _spawn([_prefect(), "worker", "start", "--pool", "cpu"], env, home / "worker.log")
     print(f"worker on pool cpu: pid {worker} (log {home / 'worker.log'})")
     state = {"port": port, "api_url": env["PREFECT_API_URL"], "server": server, "worker": worker}
     state_path.write_text(json.dumps(state, indent=2) + "\n")
     print(f"export PREFECT_API_URL={env['PREFECT_API_URL']} PREFECT_HOME={home}")
     return state
+
+
+def _deploy(project: Path, env: dict[str, str]) -> None:
+    """Register every deployment of `prefect.yaml` (re-running updates them)."""
+    done = subprocess.run(
+        [_prefect(), "--no-prompt", "deploy", "--all"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"prefect deploy --all failed:\n{done.stdout[-2000:]}{done.stderr}")
+    print(
+        "deployed: agent-rl/train, curriculum-refresh/nightly, evaluate/on-demand, "
+        "compare-runs/on-demand (pool cpu); agent-rl/train-gpu, agent-rl/train-ascend "
+        "(pools gpu, ascend: start a worker there with `prefect worker start --pool gpu`)"
+    )
+
+
+def _create_pools(env: dict[str, str]) -> None:
+    """The `cpu`, `gpu` and `ascend` process pools (the ones that exist are left alone).
+
+    A local stack only serves `cpu`; the accelerator pools exist so that every deployment of
+    `prefect.yaml` registers, and a worker on a GPU or NPU node can serve them.
+    """
+    listed = subprocess.run(
+        [_prefect(), "work-pool", "ls"], env=env, capture_output=True, text=True, check=True
+    )
+    for pool in POOLS:
+        if f" {pool} " not in listed.stdout:
+            subprocess.run(
+                [_prefect(), "work-pool", "create", pool, "--type", "process"],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
 
 
 def _alive(state: dict) -> bool:
@@ -110,6 +149,9 @@ def _alive(state: dict) -> bool:
 def _running(pid: int | None) -> bool:
     if not pid:
         return False
+    with contextlib.suppress(ChildProcessError, OSError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child that exited: reap it
+            return False
     try:
         os.kill(pid, 0)
     except OSError:
@@ -141,6 +183,17 @@ def down(project: Path) -> bool:
         _kill(state[key])
         print(f"stopped {key} (pid {state[key]})")
     state_path.unlink()
+    return True
+
+
+def print_env(project: Path) -> bool:
+    """Print the shell exports that point `prefect` commands at the recorded stack."""
+    state_path = _home(project) / STATE
+    if not state_path.is_file():
+        print("no stack recorded; run `agent-rl stack up`", file=sys.stderr)
+        return False
+    state = json.loads(state_path.read_text())
+    print(f"export PREFECT_API_URL={state['api_url']} PREFECT_HOME={_home(project)}")
     return True
 
 

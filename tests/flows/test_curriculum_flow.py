@@ -31,6 +31,8 @@ def test_deployments_name_importable_flows_and_the_nightly_schedule() -> None:
     names = {(d["entrypoint"], d["name"]) for d in spec["deployments"]}
     assert names == {
         ("flows/train.py:train", "train"),
+        ("flows/train.py:train", "train-gpu"),
+        ("flows/train.py:train", "train-ascend"),
         ("flows/curriculum.py:curriculum_refresh", "nightly"),
         ("flows/evaluate.py:evaluate", "on-demand"),
         ("flows/compare.py:compare_flow", "on-demand"),

@@ -235,7 +235,8 @@ class TrainingRun:
         )
         from uni_agent_core.tracking.reproducibility import reproducibility_record
 
-        self.tracker.log_params({"repro": reproducibility_record(list(self._tasks.values()))})
+        record = reproducibility_record(recipe, list(self._tasks.values()))
+        self.tracker.log_params({"repro": record})
 
     def _close_tracker(self, status: str) -> None:
         tracker = self.tracker

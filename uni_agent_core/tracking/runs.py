@@ -1,0 +1,100 @@
+"""Finding a recipe's newest MLflow run: where it is, what it scored, how to look at it.
+
+`latest_run(recipe)` reads the recipe's tracking URI and experiment and returns the newest run
+named after the recipe; `describe_run` renders its id, status, final metrics, artifact location
+and the commands that open the MLflow and Prefect UIs (`agent-rl runs latest`, `make demo`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from uni_agent_core.config.evaluation import TrackingConfig
+from uni_agent_core.config.recipe import Recipe
+
+SUMMARY_METRICS = ("train/reward_mean", "train/pass_rate", "eval/pass_at_1", "eval/avg_at_k")
+"""Final metrics shown first (by their MLflow names); the others follow in name order."""
+
+
+@dataclass
+class RunSummary:
+    """The newest run of a recipe, as MLflow records it."""
+
+    run_id: str
+    experiment: str
+    status: str
+    tracking_uri: str
+    artifact_uri: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    params: int = 0
+    artifacts: list[str] = field(default_factory=list)
+
+
+def latest_run(recipe: Recipe) -> RunSummary:
+    """The newest MLflow run named after `recipe` (or its `tracking.run_name`).
+
+    Raises:
+        LookupError: the experiment or a run of the recipe does not exist.
+    """
+    import mlflow
+
+    tracking: TrackingConfig = recipe.tracking
+    client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri)
+    experiment = client.get_experiment_by_name(tracking.experiment)
+    if experiment is None:
+        raise LookupError(
+            f"no MLflow experiment {tracking.experiment!r} at {tracking.tracking_uri}; "
+            f"train the recipe first (agent-rl train --recipe ...)"
+        )
+    name = tracking.run_name or recipe.name
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.mlflow.runName = '{name}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not runs:
+        raise LookupError(f"no run named {name!r} in experiment {tracking.experiment!r}")
+    run = runs[0]
+    artifacts = sorted(item.path for item in client.list_artifacts(run.info.run_id))
+    return RunSummary(
+        run_id=run.info.run_id,
+        experiment=tracking.experiment,
+        status=run.info.status,
+        tracking_uri=tracking.tracking_uri,
+        artifact_uri=run.info.artifact_uri,
+        metrics=dict(run.data.metrics),
+        params=len(run.data.params),
+        artifacts=artifacts,
+    )
+
+
+def _ui_command(tracking_uri: str) -> str:
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"open {tracking_uri}"
+    if tracking_uri.startswith("sqlite:///"):
+        # The UI resolves a relative sqlite path against its working directory.
+        db = Path(tracking_uri.removeprefix("sqlite:///")).resolve()
+        tracking_uri = f"sqlite:///{db}"
+    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"
+
+
+def describe_run(summary: RunSummary, prefect_api_url: str | None = None) -> str:
+    """Where the run is, its final metrics, and how to open the UIs."""
+    shown = [name for name in SUMMARY_METRICS if name in summary.metrics]
+    shown += sorted(name for name in summary.metrics if name not in SUMMARY_METRICS)
+    lines = [
+        f"MLflow run {summary.run_id} ({summary.status}) in experiment {summary.experiment!r}",
+        f"  tracking URI: {summary.tracking_uri}",
+        f"  artifacts:    {summary.artifact_uri} ({', '.join(summary.artifacts) or 'none'})",
+        f"  params:       {summary.params}",
+    ]
+    lines += [f"  {name}: {summary.metrics[name]:.4g}" for name in shown[:12]]
+    if len(shown) > 12:
+        lines.append(f"  ... and {len(shown) - 12} more metrics")
+    lines.append(f"MLflow UI:  {_ui_command(summary.tracking_uri)}  (then http://127.0.0.1:5000)")
+    if prefect_api_url:
+        ui = prefect_api_url.removesuffix("/api")
+        lines.append(f"Prefect UI: {ui}  (flow runs, task logs, the agent-rl-summary artifact)")
+    return "\n".join(lines)
