@@ -70,10 +70,14 @@ def _cmd_gateway_serve(args: argparse.Namespace) -> int:
     gateway = recipe.gateway
     if args.session_ttl_s is not None:
         gateway = gateway.model_copy(update={"session_ttl_s": args.session_ttl_s})
+    router = recipe.router
+    if args.engine == "openai_server":
+        router = router.model_copy(update={"replicas": len(args.engine_url)})
     manager = build_manager(
         policy,
         engine,
         gateway,
+        router=router,
         max_total_tokens=args.max_total_tokens or recipe.trainer.max_context_tokens,
     )
     serve(

@@ -75,20 +75,36 @@ EngineConfig = Annotated[HFEngineConfig | OpenAIServerEngineConfig, Field(discri
 class RouterConfig(ConfigModel):
     """How generation requests are spread over engine replicas."""
 
-    policy: Literal["cache_aware", "least_tokens", "round_robin", "session_affinity"] = (
-        "cache_aware"
+    policy: Literal["round_robin", "least_requests", "sticky", "cache_aware", "token_load"] = (
+        "token_load"
     )
-    """`cache_aware` routes by prefix-cache residency, then token load; `least_tokens` by
-    queued + decoding tokens only; `round_robin` in turn; `session_affinity` pins a session to
-    one replica for good."""
+    """`token_load` (the default) routes by token cost: the prefill a replica would compute after
+    its cached prefix plus the expected decode, added to its queued token work, keeping a session
+    on its replica within a tolerance band and leaving it under KV-memory pressure;
+    `cache_aware` by longest cached prefix with request-count rebalancing (SGLang router);
+    `least_requests` by in-flight count (verl's agent loop); `sticky` pins a session to its
+    first replica; `round_robin` in turn."""
     replicas: int | None = Field(default=None, ge=1)
     """Number of replicas; None means one per `engine.base_urls` entry (openai_server) or one
     (hf). With openai_server it must equal the number of base URLs when given."""
     balance_tolerance: float = Field(default=0.5, ge=0.0)
-    """A sticky session leaves its cached replica when that replica's token load exceeds the
-    least-loaded one's by more than this fraction (0.5 = 50%)."""
+    """`token_load`: a session stays on its replica while that replica's token cost exceeds the
+    cheapest one's by at most this fraction (0.5 = 50%)..."""
     balance_min_tokens: int = Field(default=4096, ge=0)
-    """...and by more than this many tokens, so small absolute gaps never break affinity."""
+    """...or by at most this many tokens, so small absolute gaps never break affinity."""
+    kv_free_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
+    """`token_load`: a replica whose free KV memory is below this share of its capacity gets no
+    new work while others have room (a session's affinity to it is released)."""
+    cache_threshold: float = Field(default=0.3, ge=0.0, le=1.0)
+    """`cache_aware`: route to the longest cached prefix when it covers more than this share of
+    the prompt, else to the replica with the least cached (sglang-gateway default 0.3)."""
+    balance_abs_threshold: int = Field(default=64, ge=0)
+    """`cache_aware`: requests are imbalanced when max - min in-flight exceeds this..."""
+    balance_rel_threshold: float = Field(default=1.5, ge=1.0)
+    """...and max exceeds this multiple of min; then the least-loaded replica is chosen."""
+    kv_capacity_tokens: int | None = Field(default=None, ge=1)
+    """KV tokens per replica in the router's residency model; None takes the HF engine's
+    `prefix_cache_tokens`, or what remote servers report."""
     cache_salt_by_version: bool = True
     """Salt prefix-cache keys with the policy version, so a weight update never reuses KV
     computed by older weights."""

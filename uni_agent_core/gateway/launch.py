@@ -6,7 +6,7 @@ import socket
 from typing import Any
 
 from uni_agent_core.config import GatewayConfig, PolicyConfig
-from uni_agent_core.config.inference import EngineConfig
+from uni_agent_core.config.inference import EngineConfig, RouterConfig
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.session import SessionSettings
 from uni_agent_core.inference.types import Engine
@@ -44,22 +44,14 @@ def build_manager(
     engine_config: EngineConfig,
     gateway: GatewayConfig,
     *,
+    router: RouterConfig | None = None,
     max_total_tokens: int | None = None,
 ) -> SessionManager:
-    """Engines, tokenizer and session manager for one gateway process.
+    """Engine replicas (behind the router when there are several), tokenizer and session
+    manager for one gateway process."""
+    from uni_agent_core.router.build import build_routed_engine
 
-    Raises:
-        ValueError: the engine section describes several replicas (they need the router).
-    """
-    from uni_agent_core.inference.builder import build_engines
-
-    engines: list[Engine] = build_engines(policy, engine_config)
-    if len(engines) != 1:
-        raise ValueError(
-            f"engine: {len(engines)} replicas need the router in front of them; "
-            "serve one replica per gateway until the router lands"
-        )
-    engine = engines[0]
+    engine: Engine = build_routed_engine(policy, engine_config, router)
     tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(policy)
     return SessionManager(
         engine,

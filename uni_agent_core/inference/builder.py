@@ -27,11 +27,12 @@ def resolve_device(device: str) -> str:
     return "cpu"
 
 
-def build_engines(policy: PolicyConfig, engine: EngineConfig) -> list[Engine]:
+def build_engines(policy: PolicyConfig, engine: EngineConfig, replicas: int = 1) -> list[Engine]:
     """Create the engine replicas a recipe describes.
 
     Returns:
-        One `HFEngine` for `type: hf`; one `OpenAIServerEngine` per base URL for
+        `replicas` `HFEngine`s for `type: hf` (each with its own copy of the weights, so each
+        can be updated and cached independently); one `OpenAIServerEngine` per base URL for
         `type: openai_server`.
 
     Raises:
@@ -43,21 +44,24 @@ def build_engines(policy: PolicyConfig, engine: EngineConfig) -> list[Engine]:
         from uni_agent_core.inference.hf_engine import HFEngine
         from uni_agent_core.models import load_policy
 
-        model, tokenizer = load_policy(
-            policy.name,
-            dtype=policy.dtype,
-            device=resolve_device(engine.device),
-            chat_template=policy.chat_template,
-        )
-        return [
-            HFEngine(
-                model,
-                tokenizer,
-                max_batch_size=engine.max_batch_size,
-                prefix_cache_tokens=engine.prefix_cache_tokens,
-                max_model_len=engine.max_model_len,
+        engines: list[Engine] = []
+        for _ in range(replicas):
+            model, tokenizer = load_policy(
+                policy.name,
+                dtype=policy.dtype,
+                device=resolve_device(engine.device),
+                chat_template=policy.chat_template,
             )
-        ]
+            engines.append(
+                HFEngine(
+                    model,
+                    tokenizer,
+                    max_batch_size=engine.max_batch_size,
+                    prefix_cache_tokens=engine.prefix_cache_tokens,
+                    max_model_len=engine.max_model_len,
+                )
+            )
+        return engines
     assert isinstance(engine, OpenAIServerEngineConfig)
     from uni_agent_core.inference.openai_server import OpenAIServerEngine
 

@@ -59,7 +59,11 @@ async def rollout_stack(
 
     max_context = recipe.trainer.max_context_tokens
     manager = build_manager(
-        recipe.policy, recipe.engine, recipe.gateway, max_total_tokens=max_context
+        recipe.policy,
+        recipe.engine,
+        recipe.gateway,
+        router=recipe.router,
+        max_total_tokens=max_context,
     )
     async with serving_gateway(manager) as url:
         if weights is not None:

@@ -1,0 +1,182 @@
+"""`Router`: an Engine over replicas — routing, bookkeeping, failover, health, broadcast."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from uni_agent_core.inference.types import (
+    Engine,
+    EngineStats,
+    FinishReason,
+    GenerateRequest,
+    TokenOutput,
+)
+from uni_agent_core.router.policies import make_policy
+from uni_agent_core.router.router import Router, RouterError
+
+
+class FakeReplica:
+    """An engine double that echoes, records what it served, and can be made to fail."""
+
+    def __init__(self, name: str, delay_s: float = 0.0) -> None:
+        self.name, self.delay_s = name, delay_s
+        self.failing = False
+        self.served: list[str] = []
+        self.attempts: list[str] = []
+        self.versions: list[int] = []
+        self.paused = False
+        self.closed = False
+
+    async def generate(self, request: GenerateRequest) -> TokenOutput:
+        self.attempts.append(request.request_id)
+        await asyncio.sleep(self.delay_s)
+        if self.failing:
+            raise ConnectionError(f"{self.name} is down")
+        self.served.append(request.request_id)
+        tokens = [7, 8, 9][: request.max_new_tokens]
+        return TokenOutput(
+            request_id=request.request_id,
+            token_ids=tokens,
+            logprobs=[-0.1] * len(tokens),
+            finish_reason=FinishReason.LENGTH,
+            policy_version=[0] * len(tokens),
+            prompt_tokens=len(request.prompt_ids),
+        )
+
+    async def update_weights(self, state: Any, version: int) -> None:
+        self.versions.append(version)
+
+    async def pause(self, mode: str = "keep") -> None:
+        self.paused = True
+
+    async def resume(self) -> None:
+        self.paused = False
+
+    def stats(self) -> EngineStats:
+        return EngineStats(running_requests=0, paused=self.paused, free_kv_tokens=1000)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def _request(session: str, prompt: list[int], rid: str) -> GenerateRequest:
+    return GenerateRequest(prompt_ids=prompt, max_new_tokens=3, session_id=session, request_id=rid)
+
+
+def test_router_is_an_engine_and_books_then_releases_every_dispatch() -> None:
+    replicas = [FakeReplica("a"), FakeReplica("b")]
+    router = Router(replicas, make_policy("token_load"), kv_capacity_tokens=10_000)
+    assert isinstance(router, Engine)
+
+    async def main() -> None:
+        out = await router.generate(_request("s", [1, 2, 3, 4], "r1"))
+        assert out.token_ids == [7, 8, 9]
+        # The next turn extends the context: token_load sends it where the prefix is cached.
+        await router.generate(_request("s", [1, 2, 3, 4, 7, 8, 9, 5], "r2"))
+        await router.close()
+
+    asyncio.run(main())
+    assert [len(r.served) for r in replicas] in ([2, 0], [0, 2])
+    for view in router.core.replicas:
+        assert (view.in_flight, view.queued_tokens, view.active_kv_tokens) == (0, 0, 0)
+    home = router.core.replicas[0 if replicas[0].served else 1]
+    assert home.tree.match([1, 2, 3, 4, 7, 8, 9, 5, 7, 8, 9], touch=False) == 11
+    assert router.core.counters.expected_cached_tokens == 7
+    assert all(r.closed for r in replicas)
+
+
+def test_a_failing_replica_is_drained_and_no_request_is_lost_or_duplicated() -> None:
+    replicas = [FakeReplica(name, delay_s=0.001) for name in "abc"]
+    router = Router(replicas, make_policy("round_robin"), unhealthy_after_failures=2)
+    replicas[1].failing = True
+
+    async def main() -> list[TokenOutput]:
+        calls = [_request(f"s{i}", [i, i + 1], f"req-{i}") for i in range(30)]
+        return await asyncio.gather(*(router.generate(call) for call in calls))
+
+    outputs = asyncio.run(main())
+    assert sorted(o.request_id for o in outputs) == sorted(f"req-{i}" for i in range(30))
+    served = Counter(rid for r in replicas for rid in r.served)
+    assert set(served) == {f"req-{i}" for i in range(30)} and set(served.values()) == {1}
+    assert replicas[1].served == []
+    assert not router.core.replicas[1].healthy
+    # Once drained, the failed replica gets no more attempts.
+    attempts_before = len(replicas[1].attempts)
+    asyncio.run(router.generate(_request("late", [5], "late")))
+    assert len(replicas[1].attempts) == attempts_before
+    assert router.core.counters.ejected == 1
+    assert router.core.counters.retried == attempts_before
+
+
+def test_health_checks_eject_a_dead_replica_and_readmit_it_after_recovery() -> None:
+    replicas = [FakeReplica("a"), FakeReplica("b")]
+    router = Router(replicas, make_policy("least_requests"), unhealthy_after_failures=2)
+
+    async def main() -> None:
+        replicas[0].failing = True
+        await router.check_health()
+        assert router.core.replicas[0].healthy  # one failed probe is not enough
+        await router.check_health()
+        assert not router.core.replicas[0].healthy
+        for i in range(4):
+            await router.generate(_request(f"s{i}", [i], f"q{i}"))
+        assert replicas[0].served == []
+        replicas[0].failing = False
+        await router.check_health()
+        assert router.core.replicas[0].healthy
+        assert router.core.replicas[0].reported_free_kv_tokens == 1000
+
+    asyncio.run(main())
+    assert router.core.counters.readmitted == 1
+
+
+def test_when_every_replica_fails_the_error_names_it() -> None:
+    replicas = [FakeReplica("a"), FakeReplica("b")]
+    for replica in replicas:
+        replica.failing = True
+    router = Router(replicas, make_policy("sticky"))
+    with pytest.raises(RouterError, match="no healthy replica left for request x"):
+        asyncio.run(router.generate(_request("s", [1], "x")))
+    assert [r.attempts for r in replicas] == [["x"], ["x"]]
+
+
+def test_weight_updates_pause_and_resume_reach_every_replica_and_reset_residency() -> None:
+    replicas = [FakeReplica("a"), FakeReplica("b")]
+    router = Router(replicas, make_policy("token_load"), kv_capacity_tokens=1000)
+
+    async def main() -> None:
+        await router.generate(_request("s", [1, 2, 3], "r"))
+        assert sum(view.tree.size for view in router.core.replicas) == 6
+        await router.pause()
+        assert router.stats().paused
+        await router.update_weights({}, 3)
+        await router.resume()
+
+    asyncio.run(main())
+    assert [r.versions for r in replicas] == [[3], [3]]
+    assert sum(view.tree.size for view in router.core.replicas) == 0
+    stats = router.stats()
+    assert not stats.paused and stats.free_kv_tokens == 2000
+    assert stats.extra["router_policy"] == "token_load"
+    assert [r["name"] for r in stats.extra["replicas"]] == ["replica-0", "replica-1"]
+
+
+def test_a_cancelled_request_releases_its_booking_without_blame() -> None:
+    slow = FakeReplica("slow", delay_s=10)
+    router = Router([slow, FakeReplica("b")], make_policy("round_robin"))
+
+    async def main() -> None:
+        task = asyncio.create_task(router.generate(_request("s", [1, 2], "c")))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    view = router.core.replicas[0]
+    assert (view.in_flight, view.queued_tokens, view.consecutive_failures) == (0, 0, 0)
+    assert view.healthy

@@ -1,0 +1,192 @@
+"""The routing core: policy decisions plus the bookkeeping that feeds them, without any I/O.
+
+`RoutingCore` holds one `ReplicaLoad` per replica. `route()` asks the policy for a replica among
+the healthy ones (minus those a retry excludes) and books the dispatch: in-flight count, queued
+token work (the prefill the replica must compute after its cached prefix, plus the expected
+decode), active KV and a pin on the prompt's path in the replica's prefix tree. `complete()`
+releases the booking and records the prompt plus the sampled tokens as resident there;
+`fail()` releases it and counts the failure, taking the replica out of the pool after
+`unhealthy_after_failures` in a row. `reconcile()` applies what an engine reports (free KV, how
+many prefix tokens it really caches) so the router's residency model cannot drift far from the
+truth. The async `Router` engine and the cluster simulator (`router/sim/`) share this class, so
+the simulator measures exactly the routing that production runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from uni_agent_core.router.policies import Policy, ReplicaLoad, RouteRequest
+from uni_agent_core.router.prefix_tree import PrefixTree
+
+
+class NoReplicaError(RuntimeError):
+    """No healthy replica is left to serve a request."""
+
+
+@dataclass
+class Dispatch:
+    """One booked request on one replica."""
+
+    request: RouteRequest
+    replica: ReplicaLoad
+    cached_tokens: int
+    """Prompt tokens the router expects the replica to have cached."""
+    work_tokens: int
+    """What was added to the replica's queued token work."""
+    kv_tokens: int
+    """What was added to the replica's active KV."""
+    tree: PrefixTree
+    """The tree the prompt was pinned in (replaced when weights change)."""
+
+
+@dataclass
+class RouterCounters:
+    """Totals over the core's life (exported in `Router.stats().extra`)."""
+
+    dispatched: int = 0
+    completed: int = 0
+    failed: int = 0
+    retried: int = 0
+    ejected: int = 0
+    readmitted: int = 0
+    prompt_tokens: int = 0
+    expected_cached_tokens: int = 0
+
+
+class RoutingCore:
+    """Replica views, a policy and the dispatch bookkeeping."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        names: Sequence[str],
+        *,
+        kv_capacity_tokens: Sequence[int | None] | int | None = None,
+        unhealthy_after_failures: int = 3,
+        decode_estimate_tokens: int = 256,
+    ) -> None:
+        if not names:
+            raise ValueError("a router needs at least one replica")
+        capacities = (
+            list(kv_capacity_tokens)
+            if isinstance(kv_capacity_tokens, Sequence)
+            else [kv_capacity_tokens] * len(names)
+        )
+        if len(capacities) != len(names):
+            raise ValueError(f"{len(capacities)} KV capacities for {len(names)} replicas")
+        self.policy = policy
+        self.replicas = [
+            ReplicaLoad(index=i, name=name, tree=PrefixTree(cap), kv_capacity_tokens=cap)
+            for i, (name, cap) in enumerate(zip(names, capacities, strict=True))
+        ]
+        self.unhealthy_after_failures = unhealthy_after_failures
+        self._decode_estimate = float(decode_estimate_tokens)
+        self.counters = RouterCounters()
+
+    def expected_decode(self, max_new_tokens: int) -> int:
+        """Decode tokens to expect: the running mean of outputs, capped by the request's max."""
+        return max(1, min(max_new_tokens, round(self._decode_estimate)))
+
+    def healthy(self) -> list[ReplicaLoad]:
+        """Replicas in the pool."""
+        return [r for r in self.replicas if r.healthy]
+
+    def route(self, request: RouteRequest, exclude: Collection[int] = ()) -> Dispatch:
+        """Choose a replica and book the request on it.
+
+        Raises:
+            NoReplicaError: every healthy replica is excluded (or none is healthy).
+        """
+        candidates = [r for r in self.replicas if r.healthy and r.index not in exclude]
+        if not candidates:
+            raise NoReplicaError(
+                f"no healthy replica left for request {request.request_id} "
+                f"({len(self.healthy())} healthy of {len(self.replicas)}, {len(exclude)} tried)"
+            )
+        replica = self.policy.choose(request, candidates)
+        cached = replica.tree.match(request.prompt_ids, touch=True)
+        work = len(request.prompt_ids) - cached + request.expected_decode_tokens
+        kv = len(request.prompt_ids) + request.expected_decode_tokens
+        replica.in_flight += 1
+        replica.queued_tokens += work
+        replica.active_kv_tokens += kv
+        replica.tree.insert(request.prompt_ids)
+        replica.tree.pin(request.prompt_ids)
+        if request.session_id is not None:
+            replica.sessions.add(request.session_id)
+        self.counters.dispatched += 1
+        self.counters.prompt_tokens += len(request.prompt_ids)
+        self.counters.expected_cached_tokens += cached
+        if exclude:
+            self.counters.retried += 1
+        return Dispatch(request, replica, cached, work, kv, replica.tree)
+
+    def _release(self, dispatch: Dispatch) -> None:
+        replica = dispatch.replica
+        replica.in_flight -= 1
+        replica.queued_tokens -= dispatch.work_tokens
+        replica.active_kv_tokens -= dispatch.kv_tokens
+        dispatch.tree.unpin(dispatch.request.prompt_ids)
+
+    def complete(self, dispatch: Dispatch, output_ids: Sequence[int]) -> None:
+        """The request finished: its prompt and output are now cached on the replica."""
+        self._release(dispatch)
+        replica = dispatch.replica
+        replica.consecutive_failures = 0
+        if dispatch.tree is replica.tree:  # else new weights came: the old KV is not reusable
+            replica.tree.insert([*dispatch.request.prompt_ids, *output_ids])
+        self._decode_estimate += 0.1 * (len(output_ids) - self._decode_estimate)
+        self.counters.completed += 1
+
+    def cancel(self, dispatch: Dispatch) -> None:
+        """The request was cancelled by its caller: release it, count nothing against anyone."""
+        self._release(dispatch)
+
+    def fail(self, dispatch: Dispatch) -> bool:
+        """The request failed on its replica; returns True when that ejected the replica."""
+        self._release(dispatch)
+        self.counters.failed += 1
+        replica = dispatch.replica
+        replica.consecutive_failures += 1
+        if replica.healthy and replica.consecutive_failures >= self.unhealthy_after_failures:
+            self.eject(replica.index)
+            return True
+        return False
+
+    def eject(self, index: int) -> None:
+        """Take a replica out of the pool; its sessions are re-placed."""
+        replica = self.replicas[index]
+        if replica.healthy:
+            replica.healthy = False
+            self.counters.ejected += 1
+        self.policy.forget(index)
+
+    def readmit(self, index: int) -> None:
+        """Return a recovered replica to the pool with an empty cache model."""
+        replica = self.replicas[index]
+        if not replica.healthy:
+            replica.healthy = True
+            replica.consecutive_failures = 0
+            replica.tree = PrefixTree(replica.kv_capacity_tokens)  # in-flight pins stay on the old
+            replica.sessions.clear()
+            self.counters.readmitted += 1
+
+    def reconcile(
+        self, index: int, *, free_kv_tokens: int | None, cached_prefix_tokens: int | None
+    ) -> None:
+        """Apply an engine's report: its free KV, and (when it is less than the router thinks)
+        how many prefix tokens it really caches, evicting the router's model down to that."""
+        replica = self.replicas[index]
+        replica.reported_free_kv_tokens = free_kv_tokens
+        if cached_prefix_tokens is not None and replica.tree.size > cached_prefix_tokens:
+            replica.tree.evict(replica.tree.size - cached_prefix_tokens)
+
+    def invalidate_caches(self) -> None:
+        """New weights: no replica's cached KV is reusable (it was computed by old weights).
+
+        Each replica gets a fresh tree; in-flight dispatches unpin the old one harmlessly.
+        """
+        for replica in self.replicas:
+            replica.tree = PrefixTree(replica.kv_capacity_tokens)

@@ -1,0 +1,276 @@
+"""Routing policies: which replica serves a generation request.
+
+Every policy sees the request (`RouteRequest`) and the router-side view of the healthy replicas
+(`ReplicaLoad`: in-flight requests, queued token work, an estimated prefix tree of what each
+replica holds in its KV cache, free KV memory) and returns one of them. Policies are pure
+decisions; the bookkeeping (what a dispatch adds to a replica's load and tree) is `RoutingCore`'s.
+
+- `round_robin`: in turn.
+- `least_requests`: fewest in-flight requests (what verl's agent loop does).
+- `sticky`: a session stays on the replica it first went to (least requests then) until that
+  replica leaves the pool.
+- `cache_aware`: SGLang-router style — the replica with the longest cached prefix when the match
+  covers at least `cache_threshold` of the prompt, else the replica with the emptiest tree; but
+  when in-flight counts are imbalanced (max - min > `balance_abs_threshold` and max >
+  `balance_rel_threshold` x min) simply the least-loaded replica. Defaults are the
+  sglang-gateway / vllm-router ones (prefix threshold 0.3; rebalance above 64 and 1.5x).
+- `token_load` (agent-rl): the cost of a request on a replica is the prefill it would compute
+  there (prompt tokens not covered by that replica's cached prefix) plus its expected decode
+  tokens, added to the token work already queued there. The session's previous replica is kept
+  while its cost stays within a tolerance band of the cheapest and its free KV memory stays above
+  `kv_free_threshold`; under memory pressure the affinity is released (keeping it would only
+  evict the caches of parked sessions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from uni_agent_core.router.prefix_tree import PrefixTree
+
+
+@dataclass
+class RouteRequest:
+    """What a policy knows of a request."""
+
+    request_id: str
+    prompt_ids: Sequence[int]
+    expected_decode_tokens: int
+    session_id: str | None = None
+
+
+@dataclass
+class ReplicaLoad:
+    """The router's view of one replica."""
+
+    index: int
+    name: str
+    tree: PrefixTree
+    """Estimated resident prefixes (router-side; reconciled with what the engine reports)."""
+    kv_capacity_tokens: int | None = None
+    """KV tokens the replica can hold; None when unknown (no memory-pressure signal)."""
+    in_flight: int = 0
+    """Requests dispatched here and not finished."""
+    queued_tokens: int = 0
+    """Token work of those requests: uncached prefill plus expected decode."""
+    active_kv_tokens: int = 0
+    """KV the in-flight requests hold (prompt plus expected decode)."""
+    reported_free_kv_tokens: int | None = None
+    """Free KV tokens the engine last reported (`EngineStats.free_kv_tokens`), if it does."""
+    healthy: bool = True
+    consecutive_failures: int = 0
+    sessions: set[str] = field(default_factory=set)
+
+    def free_kv_fraction(self) -> float | None:
+        """Share of KV memory still free for new work; None when unknown."""
+        if not self.kv_capacity_tokens:
+            return None
+        if self.reported_free_kv_tokens is not None:
+            free = self.reported_free_kv_tokens
+        else:
+            free = self.kv_capacity_tokens - self.active_kv_tokens
+        return max(0.0, free / self.kv_capacity_tokens)
+
+
+class Policy(Protocol):
+    """Chooses a replica among healthy candidates (never empty)."""
+
+    name: str
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
+        """The replica that serves `request`."""
+        ...
+
+    def forget(self, index: int) -> None:
+        """Drop any affinity to replica `index` (it left the pool or lost its cache)."""
+        ...
+
+
+class _Stateless:
+    def forget(self, index: int) -> None:
+        """Nothing to forget."""
+
+
+class RoundRobin(_Stateless):
+    """Replicas in turn."""
+
+    name = "round_robin"
+
+    def __init__(self) -> None:
+        self._turn = 0
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
+        """The next replica in turn."""
+        chosen = replicas[self._turn % len(replicas)]
+        self._turn += 1
+        return chosen
+
+
+class LeastRequests(_Stateless):
+    """Fewest in-flight requests; ties go in turn so idle replicas share the work."""
+
+    name = "least_requests"
+
+    def __init__(self) -> None:
+        self._turn = 0
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
+        """The least busy replica by request count."""
+        self._turn += 1
+        n = len(replicas)
+        return min(replicas, key=lambda r: (r.in_flight, (r.index - self._turn) % max(n, 1)))
+
+
+class Sticky:
+    """Session affinity: a session's first replica (by least requests) serves it for good."""
+
+    name = "sticky"
+
+    def __init__(self) -> None:
+        self._fallback = LeastRequests()
+        self._home: dict[str, int] = {}
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
+        """The session's replica while it is healthy, else the least busy one."""
+        if request.session_id is not None:
+            home = self._home.get(request.session_id)
+            for replica in replicas:
+                if replica.index == home:
+                    return replica
+        chosen = self._fallback.choose(request, replicas)
+        if request.session_id is not None:
+            self._home[request.session_id] = chosen.index
+        return chosen
+
+    def forget(self, index: int) -> None:
+        """Sessions homed on `index` find a new home on their next request."""
+        self._home = {s: i for s, i in self._home.items() if i != index}
+
+
+class CacheAware(_Stateless):
+    """Longest cached prefix unless the request counts are imbalanced (SGLang router)."""
+
+    name = "cache_aware"
+
+    def __init__(
+        self,
+        *,
+        cache_threshold: float = 0.3,
+        balance_abs_threshold: int = 64,
+        balance_rel_threshold: float = 1.5,
+    ) -> None:
+        self.cache_threshold = cache_threshold
+        self.balance_abs_threshold = balance_abs_threshold
+        self.balance_rel_threshold = balance_rel_threshold
+        self._least = LeastRequests()
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
+        """See the module docstring."""
+        loads = [r.in_flight for r in replicas]
+        high, low = max(loads), min(loads)
+        if high - low > self.balance_abs_threshold and high > self.balance_rel_threshold * low:
+            return self._least.choose(request, replicas)
+        matches = [r.tree.match(request.prompt_ids, touch=False) for r in replicas]
+        best = max(range(len(replicas)), key=lambda i: (matches[i], -replicas[i].in_flight))
+        if matches[best] > self.cache_threshold * len(request.prompt_ids):
+            return replicas[best]
+        return min(replicas, key=lambda r: (r.tree.size, r.in_flight, r.index))
+
+
+@dataclass
+class TokenCost:
+    """A request's token cost on one replica."""
+
+    replica: ReplicaLoad
+    cached: int
+    prefill: int
+    total: float
+
+
+class TokenLoad:
+    """Queued token work + uncached prefill + expected decode, with pressure-aware affinity."""
+
+    name = "token_load"
+
+    def __init__(
+        self,
+        *,
+        prefill_weight: float = 1.0,
+        decode_weight: float = 1.0,
+        balance_tolerance: float = 0.5,
+        balance_min_tokens: int = 4096,
+        kv_free_threshold: float = 0.1,
+    ) -> None:
+        self.prefill_weight = prefill_weight
+        self.decode_weight = decode_weight
+        self.balance_tolerance = balance_tolerance
+        self.balance_min_tokens = balance_min_tokens
+        self.kv_free_threshold = kv_free_threshold
+        self._home: dict[str, int] = {}
+
+    def cost(self, request: RouteRequest, replica: ReplicaLoad) -> TokenCost:
+        """The token work `request` adds to `replica`, plus what is queued there."""
+        cached = replica.tree.match(request.prompt_ids, touch=False)
+        prefill = len(request.prompt_ids) - cached
+        total = (
+            replica.queued_tokens
+            + self.prefill_weight * prefill
+            + self.decode_weight * request.expected_decode_tokens
+        )
+        return TokenCost(replica, cached, prefill, total)
+
+    def _under_pressure(self, replica: ReplicaLoad) -> bool:
+        free = replica.free_kv_fraction()
+        return free is not None and free < self.kv_free_threshold
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
+        """See the module docstring."""
+        costs = [self.cost(request, replica) for replica in replicas]
+        roomy = [c for c in costs if not self._under_pressure(c.replica)] or costs
+        cheapest = min(roomy, key=lambda c: (c.total, c.replica.in_flight, c.replica.index))
+        chosen = cheapest
+        home = self._home.get(request.session_id) if request.session_id else None
+        if home is not None and home != cheapest.replica.index:
+            kept = next((c for c in roomy if c.replica.index == home), None)
+            band = max(self.balance_tolerance * cheapest.total, float(self.balance_min_tokens))
+            if kept is not None and kept.total <= cheapest.total + band:
+                chosen = kept
+        if request.session_id is not None:
+            self._home[request.session_id] = chosen.replica.index
+        return chosen.replica
+
+    def forget(self, index: int) -> None:
+        """Sessions homed on `index` are re-placed by cost on their next request."""
+        self._home = {s: i for s, i in self._home.items() if i != index}
+
+
+POLICIES = ("round_robin", "least_requests", "sticky", "cache_aware", "token_load")
+
+
+def make_policy(name: str, **options: float) -> Policy:
+    """A policy by name; `options` go to the policies that take them (others ignore them).
+
+    Raises:
+        ValueError: an unknown policy name.
+    """
+    if name == "round_robin":
+        return RoundRobin()
+    if name == "least_requests":
+        return LeastRequests()
+    if name == "sticky":
+        return Sticky()
+    if name == "cache_aware":
+        keys = ("cache_threshold", "balance_abs_threshold", "balance_rel_threshold")
+        return CacheAware(**{k: options[k] for k in keys if k in options})  # type: ignore[arg-type]
+    if name == "token_load":
+        keys = (
+            "prefill_weight",
+            "decode_weight",
+            "balance_tolerance",
+            "balance_min_tokens",
+            "kv_free_threshold",
+        )
+        return TokenLoad(**{k: options[k] for k in keys if k in options})  # type: ignore[arg-type]
+    raise ValueError(f"unknown router policy {name!r}; choose one of {', '.join(POLICIES)}")
