@@ -222,12 +222,18 @@ class StepLoop:
         if self.run_.tracker is not None:
             self.run_.tracker.log_step(step, metrics)
         self.summary.steps += 1
+        if "train/loss" in metrics:
+            update = (
+                f"loss {metrics['train/loss']:.4f} "
+                f"pearson {metrics.get('train/logprob_pearson', float('nan')):.5f} "
+            )
+        else:
+            update = "no update (every group's rewards are equal: no learning signal) "
         self.run_.echo(
             f"step {step}/{self.config.total_steps} v{self.trainer.version} "
             f"reward {metrics.get('train/reward_mean', 0.0):.3f} "
             f"pass {metrics.get('train/pass_rate', 0.0):.3f} "
-            f"loss {metrics.get('train/loss', float('nan')):.4f} "
-            f"pearson {metrics.get('train/logprob_pearson', float('nan')):.5f} "
+            f"{update}"
             f"stale {metrics.get('train/staleness_max', 0.0):.0f} "
             f"rollout {metrics['perf/rollout_s']:.1f}s train {metrics.get('perf/train_s', 0):.1f}s "
             f"{metrics['perf/tokens_per_s']:.0f} tok/s"

@@ -13,8 +13,8 @@ from pathlib import Path
 from uni_agent_core.config.evaluation import TrackingConfig
 from uni_agent_core.config.recipe import Recipe
 
-SUMMARY_METRICS = ("train/reward_mean", "train/pass_rate", "eval/pass_at_1", "eval/avg_at_k")
-"""Final metrics shown first (by their MLflow names); the others follow in name order."""
+SUMMARY_METRICS = ("train/reward_mean", "train/pass_rate", "eval/pass_at_1", "eval/avg_at_")
+"""Final metrics shown first (MLflow names, or their prefixes); the others follow by name."""
 
 
 @dataclass
@@ -82,8 +82,13 @@ def _ui_command(tracking_uri: str) -> str:
 
 def describe_run(summary: RunSummary, prefect_api_url: str | None = None) -> str:
     """Where the run is, its final metrics, and how to open the UIs."""
-    shown = [name for name in SUMMARY_METRICS if name in summary.metrics]
-    shown += sorted(name for name in summary.metrics if name not in SUMMARY_METRICS)
+    shown = [
+        name
+        for key in SUMMARY_METRICS
+        for name in sorted(summary.metrics)
+        if name == key or (key.endswith("_") and name.startswith(key))
+    ]
+    shown += sorted(name for name in summary.metrics if name not in shown)
     lines = [
         f"MLflow run {summary.run_id} ({summary.status}) in experiment {summary.experiment!r}",
         f"  tracking URI: {summary.tracking_uri}",
