@@ -180,6 +180,7 @@ class RoutingCore:
         how many prefix tokens it really caches, evicting the router's model down to that."""
         replica = self.replicas[index]
         replica.reported_free_kv_tokens = free_kv_tokens
+        replica.active_kv_at_report = replica.active_kv_tokens
         if cached_prefix_tokens is not None and replica.tree.size > cached_prefix_tokens:
             replica.tree.evict(replica.tree.size - cached_prefix_tokens)
 

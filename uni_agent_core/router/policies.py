@@ -15,11 +15,12 @@ decisions; the bookkeeping (what a dispatch adds to a replica's load and tree) i
   `balance_rel_threshold` x min) simply the least-loaded replica. Defaults are the
   sglang-gateway / vllm-router ones (prefix threshold 0.3; rebalance above 64 and 1.5x).
 - `token_load` (agent-rl): the cost of a request on a replica is the prefill it would compute
-  there (prompt tokens not covered by that replica's cached prefix) plus its expected decode
-  tokens, added to the token work already queued there. The session's previous replica is kept
-  while its cost stays within a tolerance band of the cheapest and its free KV memory stays above
-  `kv_free_threshold`; under memory pressure the affinity is released (keeping it would only
-  evict the caches of parked sessions).
+  there (prompt tokens not covered by that replica's cached prefix), its expected decode tokens,
+  and the cached tokens of parked sessions its new KV would evict from a full replica (they will
+  be prefilled again), added to the token work already queued there. The session's previous
+  replica is kept while it still caches a useful part of the prompt, its cost stays within a
+  tolerance band of the cheapest, and its free KV memory stays above `kv_free_threshold`; under
+  memory pressure the affinity is released (keeping it would only evict parked sessions).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class ReplicaLoad:
     """KV the in-flight requests hold (prompt plus expected decode)."""
     reported_free_kv_tokens: int | None = None
     """Free KV tokens the engine last reported (`EngineStats.free_kv_tokens`), if it does."""
+    active_kv_at_report: int = 0
+    """`active_kv_tokens` when that report came, so the estimate follows later dispatches."""
     healthy: bool = True
     consecutive_failures: int = 0
     sessions: set[str] = field(default_factory=set)
@@ -68,7 +71,7 @@ class ReplicaLoad:
         if not self.kv_capacity_tokens:
             return None
         if self.reported_free_kv_tokens is not None:
-            free = self.reported_free_kv_tokens
+            free = self.reported_free_kv_tokens - (self.active_kv_tokens - self.active_kv_at_report)
         else:
             free = self.kv_capacity_tokens - self.active_kv_tokens
         return max(0.0, free / self.kv_capacity_tokens)
@@ -186,11 +189,13 @@ class TokenCost:
     replica: ReplicaLoad
     cached: int
     prefill: int
+    evicted: int
     total: float
 
 
 class TokenLoad:
-    """Queued token work + uncached prefill + expected decode, with pressure-aware affinity."""
+    """Queued token work + uncached prefill + expected decode + the cached prefixes of other
+    sessions its KV would evict, with an affinity band released under memory pressure."""
 
     name = "token_load"
 
@@ -199,27 +204,42 @@ class TokenLoad:
         *,
         prefill_weight: float = 1.0,
         decode_weight: float = 1.0,
+        eviction_weight: float = 1.0,
         balance_tolerance: float = 0.5,
         balance_min_tokens: int = 4096,
         kv_free_threshold: float = 0.1,
+        min_cached_fraction: float = 0.3,
     ) -> None:
         self.prefill_weight = prefill_weight
         self.decode_weight = decode_weight
+        self.eviction_weight = eviction_weight
         self.balance_tolerance = balance_tolerance
         self.balance_min_tokens = balance_min_tokens
         self.kv_free_threshold = kv_free_threshold
+        self.min_cached_fraction = min_cached_fraction
         self._home: dict[str, int] = {}
 
     def cost(self, request: RouteRequest, replica: ReplicaLoad) -> TokenCost:
-        """The token work `request` adds to `replica`, plus what is queued there."""
+        """The token work `request` adds to `replica`, plus what is queued there.
+
+        The eviction term counts the cached tokens of other sessions that the request's new KV
+        (uncached prompt + expected decode) pushes out of a full replica: each will be
+        prefilled again when its session comes back, so it is work of the same kind.
+        """
         cached = replica.tree.match(request.prompt_ids, touch=False)
         prefill = len(request.prompt_ids) - cached
+        evicted = 0
+        if replica.kv_capacity_tokens:
+            need = prefill + request.expected_decode_tokens
+            evicted = max(0, replica.tree.size + need - replica.kv_capacity_tokens)
+            evicted = min(evicted, need)
         total = (
             replica.queued_tokens
             + self.prefill_weight * prefill
             + self.decode_weight * request.expected_decode_tokens
+            + self.eviction_weight * evicted
         )
-        return TokenCost(replica, cached, prefill, total)
+        return TokenCost(replica, cached, prefill, evicted, total)
 
     def _under_pressure(self, replica: ReplicaLoad) -> bool:
         free = replica.free_kv_fraction()
@@ -235,7 +255,10 @@ class TokenLoad:
         if home is not None and home != cheapest.replica.index:
             kept = next((c for c in roomy if c.replica.index == home), None)
             band = max(self.balance_tolerance * cheapest.total, float(self.balance_min_tokens))
-            if kept is not None and kept.total <= cheapest.total + band:
+            reusable = kept is not None and (
+                kept.cached >= self.min_cached_fraction * len(request.prompt_ids)
+            )
+            if reusable and kept.total <= cheapest.total + band:
                 chosen = kept
         if request.session_id is not None:
             self._home[request.session_id] = chosen.replica.index
@@ -268,9 +291,11 @@ def make_policy(name: str, **options: float) -> Policy:
         keys = (
             "prefill_weight",
             "decode_weight",
+            "eviction_weight",
             "balance_tolerance",
             "balance_min_tokens",
             "kv_free_threshold",
+            "min_cached_fraction",
         )
         return TokenLoad(**{k: options[k] for k in keys if k in options})  # type: ignore[arg-type]
     raise ValueError(f"unknown router policy {name!r}; choose one of {', '.join(POLICIES)}")

@@ -84,33 +84,49 @@ def test_token_load_counts_uncached_prefill_plus_decode_plus_queued_work() -> No
 
 
 def test_token_load_keeps_affinity_within_the_band_and_releases_it_under_memory_pressure() -> None:
-    replicas = _replicas(2, capacity=100_000)
+    replicas = [
+        ReplicaLoad(index=i, name=f"r{i}", tree=PrefixTree(), kv_capacity_tokens=100_000)
+        for i in range(2)
+    ]
     policy = TokenLoad(balance_tolerance=0.5, balance_min_tokens=4096, kv_free_threshold=0.1)
     prompt = list(range(2_000))
     assert policy.choose(_request(prompt, "s"), replicas).index == 0
-    # Replica 0 is a bit busier (within 4096 tokens): the session stays.
-    replicas[0].queued_tokens = 3_000
-    replicas[0].tree.clear()
-    assert policy.choose(_request(prompt, "s"), replicas).index == 0
-    # Replica 0 runs out of KV memory: the session moves although its prefix is there.
+    # Replica 0 holds the prefix and is busier, but within the band (4096 tokens): it stays.
     replicas[0].tree.insert(prompt)
+    replicas[0].queued_tokens = 5_000
+    assert policy.choose(_request(prompt, "s"), replicas).index == 0
+    # Without the prefix there is nothing to be loyal to: the cheaper replica takes it.
+    replicas[0].tree.clear()
+    assert policy.choose(_request(prompt, "s"), replicas).index == 1
+    # Back home with the prefix; then replica 0 runs out of KV memory: the session moves.
+    replicas[1].queued_tokens = 20_000
+    replicas[0].tree.insert(prompt)
+    assert policy.choose(_request(prompt, "s"), replicas).index == 0
     replicas[0].active_kv_tokens = 95_000
     assert policy.choose(_request(prompt, "s"), replicas).index == 1
-    # When every replica is under pressure, cost and affinity decide as usual: the session stays
-    # on its new home while the gap is within the band, and leaves it beyond.
+    # When every replica is under pressure, cost and affinity decide as usual.
     replicas[1].active_kv_tokens = 99_000
     replicas[0].queued_tokens = 0
-    assert policy.choose(_request(prompt, "s"), replicas).index == 1
-    replicas[1].queued_tokens = 10_000
     assert policy.choose(_request(prompt, "s"), replicas).index == 0
+
+
+def test_token_load_charges_the_parked_prefixes_a_request_would_evict() -> None:
+    replicas = _replicas(2, capacity=10_000)
+    policy = TokenLoad(balance_min_tokens=0)
+    replicas[0].tree.insert(list(range(100_000, 109_500)))  # full of another session's cache
+    cost = policy.cost(_request(list(range(1_000)), decode=500), replicas[0])
+    assert (cost.prefill, cost.evicted, cost.total) == (1_000, 1_000, 2_500)
+    assert policy.choose(_request(list(range(1_000)), decode=500), replicas).index == 1
 
 
 def test_engine_reported_free_kv_overrides_the_estimate() -> None:
     replica = _replicas(1, capacity=1_000)[0]
     replica.active_kv_tokens = 100
     assert replica.free_kv_fraction() == pytest.approx(0.9)
-    replica.reported_free_kv_tokens = 50
+    replica.reported_free_kv_tokens, replica.active_kv_at_report = 50, 100
     assert replica.free_kv_fraction() == pytest.approx(0.05)
+    replica.active_kv_tokens = 80  # a request finished since the report
+    assert replica.free_kv_fraction() == pytest.approx(0.07)
     assert ReplicaLoad(index=0, name="x", tree=PrefixTree()).free_kv_fraction() is None
 
 
