@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import httpx
 
+from uni_agent_core.inference.server_metrics import free_kv_tokens
 from uni_agent_core.inference.server_wire import (
     EngineProtocolError,
     EngineServerError,
@@ -137,6 +138,7 @@ class OpenAIServerEngine:
         self._running = 0
         self._waiting = 0
         self._queued_tokens = 0
+        self._server_free_kv: int | None = None
         self._retries = 0
         self._completed = 0
         self._failed = 0
@@ -290,12 +292,31 @@ class OpenAIServerEngine:
         self._paused = False
         self._notify()
 
+    async def refresh_server_stats(self) -> int | None:
+        """Read the server's free KV tokens from its `/metrics` (kept for `stats()`).
+
+        Returns None (and keeps reporting None) when the server exports no such figures.
+
+        Raises:
+            EngineUnavailableError: the server cannot be reached.
+        """
+        try:
+            response = await self._client.get("/metrics")
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise EngineUnavailableError(f"{self.base_url}/metrics unreachable: {exc}") from exc
+        if response.status_code != 200:
+            return self._server_free_kv
+        self._server_free_kv = free_kv_tokens(response.text, self.api)
+        return self._server_free_kv
+
     def stats(self) -> EngineStats:
-        """Client-side load figures; the server's KV residency is not visible from here."""
+        """Client-side load figures, and the server's free KV tokens as of the last
+        `refresh_server_stats()` (its cached prefixes are not visible from here)."""
         return EngineStats(
             running_requests=self._running,
             waiting_requests=self._waiting,
             queued_tokens=self._queued_tokens,
+            free_kv_tokens=self._server_free_kv,
             prefix_cache_hits=self._cache_hits,
             prefix_cache_lookups=self._completed,
             policy_version=self._version,

@@ -6,8 +6,9 @@ success, so no request is lost or served twice. A replica that fails `unhealthy_
 requests or health probes in a row leaves the pool; a background task probes every replica every
 `health_check_interval_s` (a one-token generation, skipped while an engine is paused for a weight
 update), re-admits a recovered one, and reconciles the router's residency model with what each
-engine reports in `stats()`. Weight updates, pause and resume go to every replica; a weight
-update clears the residency model (KV computed by old weights is never reused).
+engine reports in `stats()` (remote servers are first asked for their free KV memory). Weight
+updates, pause and resume go to every replica; a weight update clears the residency model (KV
+computed by old weights is never reused).
 """
 
 from __future__ import annotations
@@ -138,6 +139,9 @@ class Router:
     async def _probe(self, index: int) -> None:
         engine, replica = self.engines[index], self.core.replicas[index]
         try:
+            refresh = getattr(engine, "refresh_server_stats", None)
+            if refresh is not None:
+                await asyncio.wait_for(refresh(), self.probe_timeout_s)
             stats = engine.stats()
             if not stats.paused:
                 probe = GenerateRequest(prompt_ids=self.probe_prompt_ids, max_new_tokens=1)

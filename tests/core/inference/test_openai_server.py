@@ -82,6 +82,7 @@ class FakeState:
     inflight: int = 0
     max_inflight: int = 0
     weight_path: str | None = None
+    metrics: str = ""
 
     def reset(self) -> None:
         self.__init__()  # type: ignore[misc]
@@ -119,6 +120,12 @@ def build_app(state: FakeState) -> FastAPI:
                 await asyncio.sleep(prompt[1] / 100)
         finally:
             state.inflight -= 1
+
+    @app.get("/metrics")
+    async def metrics() -> Any:
+        from fastapi.responses import PlainTextResponse
+
+        return PlainTextResponse(state.metrics)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -757,3 +764,21 @@ def test_constructor_rejects_bad_settings() -> None:
         OpenAIServerEngine("http://x", max_concurrency=0)
     with pytest.raises(ValueError, match="timeout_s"):
         OpenAIServerEngine("http://x", timeout_s=0)
+
+
+def test_free_kv_memory_comes_from_the_servers_metrics(fake: FakeServer) -> None:
+    fake.state.metrics = (
+        "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25\n'
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000",engine="0"} 1.0\n'
+    )
+
+    async def main() -> tuple[int | None, int | None, int | None]:
+        engine = OpenAIServerEngine(fake.url, api="vllm", model=MODEL)
+        before = engine.stats().free_kv_tokens
+        free = await engine.refresh_server_stats()
+        after = engine.stats().free_kv_tokens
+        await engine.close()
+        return before, free, after
+
+    assert run(main()) == (None, 12_000, 12_000)

@@ -180,3 +180,27 @@ def test_a_cancelled_request_releases_its_booking_without_blame() -> None:
     view = router.core.replicas[0]
     assert (view.in_flight, view.queued_tokens, view.consecutive_failures) == (0, 0, 0)
     assert view.healthy
+
+
+def test_probes_ask_remote_replicas_for_their_free_kv_before_reconciling() -> None:
+    class RemoteReplica(FakeReplica):
+        def __init__(self, name: str, free: int) -> None:
+            super().__init__(name)
+            self.free, self.refreshed = free, 0
+
+        async def refresh_server_stats(self) -> int:
+            self.refreshed += 1
+            return self.free
+
+        def stats(self) -> EngineStats:
+            return EngineStats(free_kv_tokens=self.free if self.refreshed else None)
+
+    replicas = [RemoteReplica("a", 900), RemoteReplica("b", 50)]
+    router = Router(replicas, make_policy("token_load"), kv_capacity_tokens=1000)
+    asyncio.run(router.check_health())
+    assert [r.refreshed for r in replicas] == [1, 1]
+    assert [view.reported_free_kv_tokens for view in router.core.replicas] == [900, 50]
+    # Replica b is under memory pressure (5% free): new work goes to a.
+    outputs = [asyncio.run(router.generate(_request(f"s{i}", [i], f"q{i}"))) for i in range(3)]
+    assert len(outputs) == 3
+    assert [rid for rid in replicas[1].served if rid.startswith("q")] == []  # (b answered a probe)

@@ -1,0 +1,65 @@
+"""Free KV memory of a vLLM or SGLang server, read from its Prometheus `/metrics` text.
+
+The router needs to know how much KV memory a remote replica has left (its `token_load` policy
+releases session affinity under memory pressure). Neither server puts that in an API response;
+both export it as metrics:
+
+- vLLM: `vllm:kv_cache_usage_perc` (older releases: `vllm:gpu_cache_usage_perc`), a fraction in
+  [0, 1], and `vllm:cache_config_info`, whose labels carry `num_gpu_blocks` and `block_size`;
+- SGLang: `sglang:token_usage` (a fraction) and `sglang:max_total_num_tokens`.
+
+Free KV tokens = (1 - usage) x capacity in tokens.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if match is None:
+            continue
+        try:
+            value = float(match["value"])
+        except ValueError:
+            continue
+        labels = dict(_LABEL.findall(match["labels"] or ""))
+        samples.append((match["name"], labels, value))
+    return samples
+
+
+def _first(samples: list[tuple[str, dict[str, str], float]], *names: str) -> float | None:
+    for name in names:
+        values = [value for sample, _, value in samples if sample == name]
+        if values:
+            return sum(values) / len(values)  # one per engine process; average the usage
+    return None
+
+
+def free_kv_tokens(metrics_text: str, api: str) -> int | None:
+    """Free KV tokens the server reports, or None when its metrics do not say."""
+    samples = _samples(metrics_text)
+    if api == "vllm":
+        usage = _first(samples, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+        info = [labels for name, labels, _ in samples if name == "vllm:cache_config_info"]
+        capacity = None
+        if info and "num_gpu_blocks" in info[0] and "block_size" in info[0]:
+            try:
+                capacity = int(info[0]["num_gpu_blocks"]) * int(info[0]["block_size"])
+            except ValueError:
+                capacity = None
+    else:
+        usage = _first(samples, "sglang:token_usage")
+        total = _first(samples, "sglang:max_total_num_tokens")
+        capacity = int(total) if total is not None else None
+    if usage is None or capacity is None:
+        return None
+    return max(0, round((1.0 - min(max(usage, 0.0), 1.0)) * capacity))
