@@ -87,14 +87,18 @@ class RouterConfig(ConfigModel):
     replicas: int | None = Field(default=None, ge=1)
     """Number of replicas; None means one per `engine.base_urls` entry (openai_server) or one
     (hf). With openai_server it must equal the number of base URLs when given."""
-    balance_tolerance: float = Field(default=0.5, ge=0.0)
+    balance_tolerance: float = Field(default=1.0, ge=0.0)
     """`token_load`: a session stays on its replica while that replica's token cost exceeds the
-    cheapest one's by at most this fraction (0.5 = 50%)..."""
+    cheapest one's by at most this fraction (1.0 = 100%)..."""
     balance_min_tokens: int = Field(default=4096, ge=0)
     """...or by at most this many tokens, so small absolute gaps never break affinity."""
     kv_free_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
     """`token_load`: a replica whose free KV memory is below this share of its capacity gets no
     new work while others have room (a session's affinity to it is released)."""
+    kv_read_weight: float = Field(default=34.1e-9 / 29.5e-6, ge=0.0)
+    """`token_load`: cost of reading one context token's KV per decoded token, in units of one
+    prefilled token (default: Llama-3.1-8B on an H200, HBM time per KV token over GEMM time per
+    token); 0 prices decode by token count alone."""
     cache_threshold: float = Field(default=0.3, ge=0.0, le=1.0)
     """`cache_aware`: route to the longest cached prefix when it covers more than this share of
     the prompt, else to the replica with the least cached (sglang-gateway default 0.3)."""

@@ -20,6 +20,7 @@ def router_over(engines: Sequence[Engine], config: RouterConfig, names: Sequence
         balance_tolerance=config.balance_tolerance,
         balance_min_tokens=config.balance_min_tokens,
         kv_free_threshold=config.kv_free_threshold,
+        kv_read_weight=config.kv_read_weight,
         cache_threshold=config.cache_threshold,
         balance_abs_threshold=config.balance_abs_threshold,
         balance_rel_threshold=config.balance_rel_threshold,

@@ -20,7 +20,10 @@ decisions; the bookkeeping (what a dispatch adds to a replica's load and tree) i
   be prefilled again), added to the token work already queued there. The session's previous
   replica is kept while it still caches a useful part of the prompt, its cost stays within a
   tolerance band of the cheapest, and its free KV memory stays above `kv_free_threshold`; under
-  memory pressure the affinity is released (keeping it would only evict parked sessions).
+  memory pressure the affinity is released (keeping it would only evict parked sessions). A new
+  session treats the replica caching its group's task prefix as its home on the same terms.
+  Decode is priced by the KV it reads (`kv_read_weight` prefill-token equivalents per context
+  token), so a replica busy with long contexts costs more than its token count says.
 """
 
 from __future__ import annotations
@@ -182,6 +185,11 @@ class CacheAware(_Stateless):
         return min(replicas, key=lambda r: (r.tree.size, r.in_flight, r.index))
 
 
+KV_READ_WEIGHT_H200 = 34.1e-9 / 29.5e-6
+"""Decode's KV read per context token, in prefill-token equivalents: HBM time per KV token over
+GEMM time per prompt token for Llama-3.1-8B on an H200 (the `vllm_h200` simulator profile)."""
+
+
 @dataclass
 class TokenCost:
     """A request's token cost on one replica."""
@@ -205,10 +213,11 @@ class TokenLoad:
         prefill_weight: float = 1.0,
         decode_weight: float = 1.0,
         eviction_weight: float = 1.0,
-        balance_tolerance: float = 0.5,
+        balance_tolerance: float = 1.0,
         balance_min_tokens: int = 4096,
         kv_free_threshold: float = 0.1,
         min_cached_fraction: float = 0.3,
+        kv_read_weight: float = KV_READ_WEIGHT_H200,
     ) -> None:
         self.prefill_weight = prefill_weight
         self.decode_weight = decode_weight
@@ -217,6 +226,7 @@ class TokenLoad:
         self.balance_min_tokens = balance_min_tokens
         self.kv_free_threshold = kv_free_threshold
         self.min_cached_fraction = min_cached_fraction
+        self.kv_read_weight = kv_read_weight
         self._home: dict[str, int] = {}
 
     def cost(self, request: RouteRequest, replica: ReplicaLoad) -> TokenCost:
@@ -225,6 +235,12 @@ class TokenLoad:
         The eviction term counts the cached tokens of other sessions that the request's new KV
         (uncached prompt + expected decode) pushes out of a full replica: each will be
         prefilled again when its session comes back, so it is work of the same kind.
+
+        Decode is priced by the KV it reads: every decoded token reads the request's whole
+        context, `kv_read_weight` prefill-token equivalents per context token (HBM time per KV
+        token over GEMM time per token; Llama-3.1-8B on an H200: 34.1 ns / 29.5 us). The
+        in-flight requests still to decode read `active_kv_tokens`, about the expected decode
+        each, so a replica busy with long contexts costs more than its token count says.
         """
         cached = replica.tree.match(request.prompt_ids, touch=False)
         prefill = len(request.prompt_ids) - cached
@@ -233,10 +249,13 @@ class TokenLoad:
             need = prefill + request.expected_decode_tokens
             evicted = max(0, replica.tree.size + need - replica.kv_capacity_tokens)
             evicted = min(evicted, need)
+        decode = request.expected_decode_tokens
+        context = len(request.prompt_ids) + replica.active_kv_tokens
+        kv_read = self.kv_read_weight * decode * context
         total = (
             replica.queued_tokens
             + self.prefill_weight * prefill
-            + self.decode_weight * request.expected_decode_tokens
+            + self.decode_weight * (decode + kv_read)
             + self.eviction_weight * evicted
         )
         return TokenCost(replica, cached, prefill, evicted, total)
@@ -252,6 +271,12 @@ class TokenLoad:
         cheapest = min(roomy, key=lambda c: (c.total, c.replica.in_flight, c.replica.index))
         chosen = cheapest
         home = self._home.get(request.session_id) if request.session_id else None
+        if home is None and request.session_id is not None:
+            # A new session joins the replica caching the longest prefix beyond what every
+            # replica shares (its GRPO group's task), on the same terms as a session's home.
+            deepest = max(costs, key=lambda c: (c.cached, -c.replica.in_flight))
+            if deepest.cached > min(c.cached for c in costs):
+                home = deepest.replica.index
         if home is not None and home != cheapest.replica.index:
             kept = next((c for c in roomy if c.replica.index == home), None)
             band = max(self.balance_tolerance * cheapest.total, float(self.balance_min_tokens))
@@ -296,6 +321,7 @@ def make_policy(name: str, **options: float) -> Policy:
             "balance_min_tokens",
             "kv_free_threshold",
             "min_cached_fraction",
+            "kv_read_weight",
         )
         return TokenLoad(**{k: options[k] for k in keys if k in options})  # type: ignore[arg-type]
     raise ValueError(f"unknown router policy {name!r}; choose one of {', '.join(POLICIES)}")

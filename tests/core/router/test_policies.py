@@ -69,7 +69,8 @@ def test_cache_aware_follows_the_longest_prefix_unless_requests_are_imbalanced()
 
 
 def test_token_load_counts_uncached_prefill_plus_decode_plus_queued_work() -> None:
-    replicas, policy = _replicas(2, capacity=100_000), TokenLoad(balance_min_tokens=0)
+    replicas = _replicas(2, capacity=100_000)
+    policy = TokenLoad(balance_min_tokens=0, kv_read_weight=0.0)
     prompt = list(range(10_000))
     replicas[0].tree.insert(prompt[:9_000])
     cost0 = policy.cost(_request(prompt, decode=500), replicas[0])
@@ -112,7 +113,7 @@ def test_token_load_keeps_affinity_within_the_band_and_releases_it_under_memory_
 
 def test_token_load_charges_the_parked_prefixes_a_request_would_evict() -> None:
     replicas = _replicas(2, capacity=10_000)
-    policy = TokenLoad(balance_min_tokens=0)
+    policy = TokenLoad(balance_min_tokens=0, kv_read_weight=0.0)
     replicas[0].tree.insert(list(range(100_000, 109_500)))  # full of another session's cache
     cost = policy.cost(_request(list(range(1_000)), decode=500), replicas[0])
     assert (cost.prefill, cost.evicted, cost.total) == (1_000, 1_000, 2_500)
