@@ -9,6 +9,10 @@ from what is on disk, so rerunning the deployment after a crash continues the ru
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
@@ -21,6 +25,23 @@ from tasks.tracking import log_run
 from tasks.training import train as train_task
 from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.rl.run import default_run_dir
+from uni_agent_core.tracking.reproducibility import LAUNCH_ENV
+
+
+def launch_command(parameters: dict) -> str:
+    """The command that reproduces this flow run: the deployment run with its parameters, or
+    the direct `python -m flows.train` call when the flow runs without a deployment."""
+    from prefect.runtime import deployment, flow_run
+
+    given = {k: v for k, v in parameters.items() if v is not None}
+    if deployment.name:
+        args = " ".join(
+            f"--param {shlex.quote(f'{k}={v if isinstance(v, str) else json.dumps(v)}')}"
+            for k, v in given.items()
+        )
+        return f"prefect deployment run agent-rl/{deployment.name} {args} (flow run {flow_run.id})"
+    overrides = " ".join(shlex.quote(o) for o in given.get("overrides") or [])
+    return f"python -m flows.train {shlex.quote(given['recipe'])} {overrides}".strip()
 
 
 class TrainParameters(BaseModel):
@@ -50,6 +71,17 @@ def train(
     the recipe's engine, sandbox and tracking sections and whose secrets are exported.
     """
     params = TrainParameters(recipe=recipe, overrides=overrides or [], resume=resume)
+    os.environ[LAUNCH_ENV] = launch_command(
+        {
+            "recipe": recipe,
+            "overrides": overrides,
+            "resume": resume,
+            "inference_block": inference_block,
+            "sandbox_block": sandbox_block,
+            "tracking_block": tracking_block,
+            "credentials_block": credentials_block,
+        }
+    )
     extra = ["trainer.resume=auto" if params.resume else "trainer.resume=never"]
     extra += apply_blocks(
         inference=inference_block,

@@ -29,6 +29,8 @@ def test_train_flow_runs_every_stage(prefect_server, tmp_path, monkeypatch) -> N
     client = mlflow.MlflowClient(tracking_uri=uri)
     run = client.get_run(result["mlflow_run_id"])
     assert "eval/pass_at_1" in run.data.metrics and "train/reward_mean" in run.data.metrics
+    command = run.data.params["repro.command"]
+    assert command.startswith(f"python -m flows.train {CI_SMOKE} tracking.tracking_uri=")
     folders = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"validation", "metrics.jsonl"} <= folders and any(
         f.startswith("micro-swe") or f.startswith("eval") or "test" in f for f in folders

@@ -24,6 +24,10 @@ from uni_agent_core.config.inference import EngineConfig, OpenAIServerEngineConf
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.types import TaskSpec
 
+LAUNCH_ENV = "AGENT_RL_LAUNCH_COMMAND"
+"""Environment variable a launcher (the Prefect flow) sets to the command that started the run;
+without it the record holds this process's own command line."""
+
 POOL_ENV = "AGENT_RL_POOL"
 """Environment variable naming the Prefect work pool a run executes on (set by its job
 variables in `prefect.yaml`)."""
@@ -123,7 +127,7 @@ def reproducibility_record(recipe: Recipe, tasks: Sequence[TaskSpec]) -> dict[st
         "engine": engine_version(recipe.engine),
         "dataset_sha256": dataset_sha256(tasks),
         "dataset_rows": str(len(tasks)),
-        "command": " ".join(sys.argv),
+        "command": os.environ.get(LAUNCH_ENV) or " ".join(sys.argv),
     }
     record.update({f"topology.{pool}": where for pool, where in topology(recipe).items()})
     record.update({f"version.{name}": _version(name) for name in _PACKAGES})
