@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from prefect.blocks.core import Block
 from pydantic import Field, SecretStr, TypeAdapter
 
 from uni_agent_core.config.inference import OpenAIServerEngineConfig
+from uni_agent_core.config.loading import format_override
 from uni_agent_core.config.sandbox import SandboxConfig
 
 
 def _section_override(section: str, values: dict[str, Any]) -> list[str]:
     """One override replacing the whole section (so keys of another kind do not linger)."""
-    return [f"{section}={json.dumps(values)}"]
+    return [format_override(section, values)]
 
 
 def _key_overrides(section: str, values: dict[str, Any]) -> list[str]:
-    return [f"{section}.{key}={json.dumps(value)}" for key, value in values.items()]
+    return [format_override(f"{section}.{key}", value) for key, value in values.items()]
 
 
 class InferenceCluster(Block):

@@ -8,6 +8,7 @@ validate` can name each bad key and the fix.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -132,6 +133,12 @@ def read_recipe_data(path: str | Path) -> dict[str, Any]:
             f"got a {type(data).__name__}"
         )
     return data
+
+
+def format_override(key: str, value: Any) -> str:
+    """The `key.sub=value` override that sets `key` to `value` (JSON is YAML, so a mapping or
+    list round-trips through `apply_overrides` unchanged)."""
+    return f"{key}={json.dumps(value)}"
 
 
 def apply_overrides(

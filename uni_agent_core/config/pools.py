@@ -13,7 +13,6 @@ applied before the run's own overrides (which therefore still win), then validat
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from functools import reduce
@@ -24,7 +23,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from uni_agent_core.config.base import ConfigModel
-from uni_agent_core.config.loading import load_recipe
+from uni_agent_core.config.loading import format_override, load_recipe
 from uni_agent_core.config.problems import RecipeError, RecipeProblem
 from uni_agent_core.config.recipe import Recipe
 
@@ -85,12 +84,12 @@ def pool_overrides(recipe: Recipe, profile: PoolProfile) -> list[str]:
         current = _section(recipe, dotted)
         if current.type in rule.keep_types:
             overrides += [
-                f"{dotted}.{key}={json.dumps(value)}"
+                format_override(f"{dotted}.{key}", value)
                 for key, value in rule.force.items()
                 if getattr(current, key, None) != value
             ]
         else:
-            overrides.append(f"{dotted}={json.dumps(rule.default)}")
+            overrides.append(format_override(dotted, rule.default))
     return overrides
 
 
