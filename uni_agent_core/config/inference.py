@@ -29,6 +29,12 @@ class HFEngineConfig(ConfigModel):
     """Longest prompt + output the engine accepts; None uses the model's own limit."""
 
 
+KV_READ_WEIGHT_H200 = 34.1e-9 / 29.5e-6
+"""Decode's KV read per context token, in prefill-token equivalents: HBM time per KV token over
+GEMM time per prompt token for Llama-3.1-8B on an H200 (the router simulator's `vllm_h200`
+profile, `router/sim/profiles.py`, states the sources)."""
+
+
 class OpenAIServerEngineConfig(ConfigModel):
     """vLLM or SGLang servers reached over HTTP, asked for token ids and logprobs."""
 
@@ -95,7 +101,7 @@ class RouterConfig(ConfigModel):
     kv_free_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
     """`token_load`: a replica whose free KV memory is below this share of its capacity gets no
     new work while others have room (a session's affinity to it is released)."""
-    kv_read_weight: float = Field(default=34.1e-9 / 29.5e-6, ge=0.0)
+    kv_read_weight: float = Field(default=KV_READ_WEIGHT_H200, ge=0.0)
     """`token_load`: cost of reading one context token's KV per decoded token, in units of one
     prefilled token (default: Llama-3.1-8B on an H200, HBM time per KV token over GEMM time per
     token); 0 prices decode by token count alone."""

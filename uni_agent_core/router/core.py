@@ -148,10 +148,15 @@ class RoutingCore:
         """The request failed on its replica; returns True when that ejected the replica."""
         self._release(dispatch)
         self.counters.failed += 1
-        replica = dispatch.replica
+        return self.count_failure(dispatch.replica.index)
+
+    def count_failure(self, index: int) -> bool:
+        """One more failure (request or health probe) in a row on a replica; returns True when
+        that takes it out of the pool."""
+        replica = self.replicas[index]
         replica.consecutive_failures += 1
         if replica.healthy and replica.consecutive_failures >= self.unhealthy_after_failures:
-            self.eject(replica.index)
+            self.eject(index)
             return True
         return False
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from uni_agent_core.config.inference import KV_READ_WEIGHT_H200
 from uni_agent_core.router.prefix_tree import PrefixTree
 
 
@@ -183,11 +184,6 @@ class CacheAware(_Stateless):
         if matches[best] > self.cache_threshold * len(request.prompt_ids):
             return replicas[best]
         return min(replicas, key=lambda r: (r.tree.size, r.in_flight, r.index))
-
-
-KV_READ_WEIGHT_H200 = 34.1e-9 / 29.5e-6
-"""Decode's KV read per context token, in prefill-token equivalents: HBM time per KV token over
-GEMM time per prompt token for Llama-3.1-8B on an H200 (the `vllm_h200` simulator profile)."""
 
 
 @dataclass

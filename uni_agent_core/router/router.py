@@ -147,10 +147,7 @@ class Router:
                 probe = GenerateRequest(prompt_ids=self.probe_prompt_ids, max_new_tokens=1)
                 await asyncio.wait_for(engine.generate(probe), self.probe_timeout_s)
         except Exception as error:  # noqa: BLE001 - a failed probe is a health signal
-            replica.consecutive_failures += 1
-            limit = self.core.unhealthy_after_failures
-            if replica.healthy and replica.consecutive_failures >= limit:
-                self.core.eject(index)
+            if self.core.count_failure(index):
                 logger.warning("replica %s failed its health check (%s)", replica.name, error)
             return
         if not replica.healthy:
