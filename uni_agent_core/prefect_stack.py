@@ -69,8 +69,8 @@ def up(project: Path, *, port: int = 4200, timeout_s: float = 120.0) -> dict:
     home = _home(project)
     home.mkdir(parents=True, exist_ok=True)
     state_path = home / STATE
-    if state_path.is_file():
-        state = json.loads(state_path.read_text())
+    state = _recorded(project)
+    if state is not None:
         if _running(state.get("server")) and _running(state.get("worker")):
             if not _healthy(state["port"]):
                 raise RuntimeError(
@@ -172,37 +172,40 @@ def _kill(pid: int, grace_s: float = 10.0) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
+def _recorded(project: Path) -> dict | None:
+    """The state `up` recorded, or None when no stack is recorded."""
+    state_path = _home(project) / STATE
+    return json.loads(state_path.read_text()) if state_path.is_file() else None
+
+
 def down(project: Path) -> bool:
     """Stop what `up` started; returns False when no stack was recorded."""
-    state_path = _home(project) / STATE
-    if not state_path.is_file():
+    state = _recorded(project)
+    if state is None:
         print("no stack recorded; nothing to stop")
         return False
-    state = json.loads(state_path.read_text())
     for key in ("worker", "server"):
         _kill(state[key])
         print(f"stopped {key} (pid {state[key]})")
-    state_path.unlink()
+    (_home(project) / STATE).unlink()
     return True
 
 
 def print_env(project: Path) -> bool:
     """Print the shell exports that point `prefect` commands at the recorded stack."""
-    state_path = _home(project) / STATE
-    if not state_path.is_file():
+    state = _recorded(project)
+    if state is None:
         print("no stack recorded; run `agent-rl stack up`", file=sys.stderr)
         return False
-    state = json.loads(state_path.read_text())
     print(f"export PREFECT_API_URL={state['api_url']} PREFECT_HOME={_home(project)}")
     return True
 
 
 def status(project: Path) -> dict | None:
-    state_path = _home(project) / STATE
-    if not state_path.is_file():
+    state = _recorded(project)
+    if state is None:
         print("no stack recorded")
         return None
-    state = json.loads(state_path.read_text())
     for key in ("server", "worker"):
         print(f"{key}: pid {state[key]} {'running' if _running(state[key]) else 'not running'}")
     print(f"api: {state['api_url']} ({'healthy' if _healthy(state['port']) else 'down'})")
