@@ -23,21 +23,18 @@ import random
 import time
 from pathlib import Path
 
+from uni_agent_core.config import PolicyConfig
+from uni_agent_core.config.inference import HFEngineConfig
+from uni_agent_core.inference.builder import build_engines
 from uni_agent_core.inference.hf_engine import HFEngine
 from uni_agent_core.inference.types import GenerateRequest
-from uni_agent_core.models import load_policy
 from uni_agent_core.router.policies import make_policy
 from uni_agent_core.router.router import Router
 
 
 def _replicas(n: int, cache_tokens: int, batch: int) -> list[HFEngine]:
-    engines = []
-    for _ in range(n):
-        model, tokenizer = load_policy("tiny", dtype="float32", device="cpu")
-        engines.append(
-            HFEngine(model, tokenizer, max_batch_size=batch, prefix_cache_tokens=cache_tokens)
-        )
-    return engines
+    engine = HFEngineConfig(device="cpu", max_batch_size=batch, prefix_cache_tokens=cache_tokens)
+    return build_engines(PolicyConfig(name="tiny", dtype="float32"), engine, replicas=n)
 
 
 async def _session(router: Router, index: int, args: argparse.Namespace, vocab: int) -> dict:
