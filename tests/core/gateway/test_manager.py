@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from unittest import mock
 
 import pytest
 
@@ -15,8 +17,19 @@ def test_a_long_encode_does_not_stall_other_sessions(tiny_tokenizer, scripted_en
     manager = SessionManager(scripted_engine_cls(tiny_tokenizer), tiny_tokenizer)
     slow, _ = manager.create()
     fast, _ = manager.create()
-    huge = Message(role="user", content="lorem ipsum dolor sit amet " * 80_000)
+    huge = Message(role="user", content="lorem ipsum dolor sit amet " * 1_000)
     small = Message(role="user", content="hi")
+    # The big encode is held in the codec pool until the fast chat has finished: if it ran on
+    # the event loop, the fast chat could not finish and the wait would time out.
+    big_encode_started, fast_finished = threading.Event(), threading.Event()
+    encode_full = slow.codec.encode_full
+
+    def held_encode_full(messages, *args, **kwargs):
+        if any(len(m.content) > 4096 for m in messages):
+            big_encode_started.set()
+            assert fast_finished.wait(timeout=10), "the fast chat never finished"
+        return encode_full(messages, *args, **kwargs)
+
     finished: list[str] = []
 
     async def chat(session, message, name):
@@ -25,14 +38,17 @@ def test_a_long_encode_does_not_stall_other_sessions(tiny_tokenizer, scripted_en
 
     async def go():
         big = asyncio.create_task(chat(slow, huge, "slow"))
-        await asyncio.sleep(0.01)  # the big encode is now running in the codec pool
+        await asyncio.to_thread(big_encode_started.wait, 10)
         started = time.perf_counter()
         await chat(fast, small, "fast")
         fast_latency = time.perf_counter() - started
+        fast_finished.set()
         await big
         return fast_latency
 
-    fast_latency = asyncio.run(go())
+    with mock.patch.object(slow.codec, "encode_full", held_encode_full):
+        fast_latency = asyncio.run(go())
+    assert big_encode_started.is_set()
     assert finished == ["fast", "slow"]
     assert fast_latency < 0.5
 
