@@ -50,7 +50,7 @@ def test_a_long_encode_does_not_stall_other_sessions(tiny_tokenizer, scripted_en
         fast_latency = asyncio.run(go())
     assert big_encode_started.is_set()
     assert finished == ["fast", "slow"]
-    assert fast_latency < 0.5
+    assert fast_latency < 2.0
 
 
 def test_keys_limits_and_expiry(tiny_tokenizer, scripted_engine_cls) -> None:

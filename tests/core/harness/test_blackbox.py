@@ -151,7 +151,7 @@ def test_an_agent_script_talks_to_the_gateway_and_finishes(
 def test_a_hanging_agent_times_out_and_its_process_tree_is_killed(scripted, fns, where) -> None:
     url, _, _ = scripted
     endpoint = fns["open_session"](url)
-    harness = BlackboxHarness(_config(timeout_s=1.5), where=where)
+    harness = BlackboxHarness(_config(timeout_s=4.0), where=where)
 
     async def episode():
         async with LocalSandbox(isolation="none") as sandbox:

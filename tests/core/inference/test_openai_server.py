@@ -83,9 +83,14 @@ class FakeState:
     max_inflight: int = 0
     weight_path: str | None = None
     metrics: str = ""
+    generation: int = 0
+    """Bumped by `reset`: a call still sleeping from an earlier test (its client gave up) must
+    not decrement the next test's in-flight count when it finally ends."""
 
     def reset(self) -> None:
+        generation = self.generation + 1
         self.__init__()  # type: ignore[misc]
+        self.generation = generation
 
     def cached(self, prompt: list[int]) -> int:
         best = 0
@@ -113,13 +118,15 @@ def build_app(state: FakeState) -> FastAPI:
 
     async def faults(prompt: list[int]) -> None:
         """Count the call as in flight while applying the fault its first token selects."""
+        generation = state.generation
         state.inflight += 1
         state.max_inflight = max(state.max_inflight, state.inflight)
         try:
             if prompt and prompt[0] == F_DELAY:
                 await asyncio.sleep(prompt[1] / 100)
         finally:
-            state.inflight -= 1
+            if state.generation == generation:
+                state.inflight -= 1
 
     @app.get("/metrics")
     async def metrics() -> Any:

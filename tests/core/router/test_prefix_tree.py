@@ -368,4 +368,4 @@ def test_long_shared_prefixes_are_fast() -> None:
         assert tree.match(seq[:1700] + [-1], touch=False) == 1700
     tree.evict(tree.size // 2)
     elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, elapsed
+    assert elapsed < 5.0, elapsed  # ~50 ms here; a quadratic tree would take minutes

@@ -100,6 +100,15 @@ def marker() -> str:
     return f"1000.{uuid.uuid4().int % 10**9:09d}"
 
 
+async def sleeps_gone(mark: str, within_s: float = 3.0) -> bool:
+    """Whether every host `sleep <mark>` has exited within `within_s` (a kill is asynchronous)."""
+    for _ in range(int(within_s / 0.02)):
+        if not host_sleeps(mark):
+            return True
+        await asyncio.sleep(0.02)
+    return host_sleeps(mark) == 0
+
+
 def host_sleeps(mark: str) -> int:
     """Live host processes running `sleep <mark>`."""
     count = 0
@@ -369,7 +378,7 @@ def test_cancelled_exec_is_killed_inside_the_container(tmp_path: Path) -> None:
                 await task
             kill = fake.calls[-1].argv
             assert kill[3:6] == ["bash", "-c", timed_shell._KILL_GROUP]
-            assert host_sleeps(mark) == 0
+            assert await sleeps_gone(mark)
 
     asyncio.run(main())
 
@@ -399,7 +408,7 @@ def test_hung_client_is_given_up_on_and_its_command_killed(
             with pytest.raises(SandboxError, match="did not return within 0.5 s"):
                 await sb.exec(f"sleep {mark}", timeout=0.2)
             assert fake.calls[-1].argv[5] == timed_shell._KILL_GROUP
-            assert host_sleeps(mark) == 0
+            assert await sleeps_gone(mark)
 
     asyncio.run(main())
 

@@ -172,8 +172,8 @@ def test_remote_wrong_token_fails_start_with_the_runtime_answer(server_port: int
             deployment="remote",
             port=server_port,
             auth_token="wrong",
-            startup_timeout_s=1.0,
-            runtime_timeout_s=0.5,
+            startup_timeout_s=3.0,
+            runtime_timeout_s=1.5,
         )
         with pytest.raises(SandboxError, match="Invalid API Key"):
             await sb.start()
