@@ -95,9 +95,16 @@ def train(
     run_dir = default_run_dir(loaded)
     print(f"agent-rl: recipe {loaded.name}, run directory {run_dir}")
     task_ids = validate_data(loaded, run_dir)
-    estimate_difficulty(loaded, run_dir, task_ids)
+    on_verl = loaded.trainer.backend.type == "verl"
+    if on_verl:
+        # verl starts its rollout servers inside its own run: Best-of-N probes and checkpoint
+        # evaluation need served weights (`agent-rl curriculum estimate` / `agent-rl eval`
+        # against a checkpoint's servers); verl's group filter does the in-run sampling.
+        print("agent-rl: verl backend: difficulty estimation and evaluation are not run here")
+    else:
+        estimate_difficulty(loaded, run_dir, task_ids)
     trained = train_task(loaded, run_dir, task_ids)
-    scores = evaluate(loaded, run_dir) if loaded.eval.enabled else None
+    scores = evaluate(loaded, run_dir) if loaded.eval.enabled and not on_verl else None
     if scores is not None:
         log_run(loaded, run_dir, trained["mlflow_run_id"], scores)
     summary = {"run_dir": str(run_dir), **trained, "eval": scores and scores["metrics"]}

@@ -1,4 +1,8 @@
-"""Prefect task: the async RL run (thin; resumes from the newest complete checkpoint)."""
+"""Prefect task: the async RL run (thin; resumes from the newest complete checkpoint).
+
+The embedded backend trains in this process; the verl backend launches verl's trainer on the
+pool's accelerators (`agent-rl verl launch`) with the tasks that passed data validation.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from uni_agent_core.rl.run import TrainingRun
 @task(name="train")
 def train(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> dict:
     """Train to `trainer.total_steps`; returns the MLflow run id and the final metrics."""
+    if recipe.trainer.backend.type == "verl":
+        return _train_on_verl(recipe, run_dir, task_ids)
     run = TrainingRun(recipe, run_dir=run_dir, task_ids=task_ids)
     summary = run.run()
     last = summary.metrics[-1] if summary.metrics else {}
@@ -21,4 +27,19 @@ def train(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> dict:
         "steps": summary.steps,
         "start_step": summary.start_step,
         "final": last,
+    }
+
+
+def _train_on_verl(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> dict:
+    from uni_agent_core.rl.verl.launch import launch_recipe
+
+    code = launch_recipe(recipe, run_dir=run_dir, task_ids=task_ids)
+    if code != 0:
+        raise RuntimeError(f"verl's trainer exited with code {code}")
+    return {
+        "mlflow_run_id": None,
+        "steps": recipe.trainer.total_steps,
+        "start_step": 0,
+        "final": {},
+        "backend": "verl",
     }

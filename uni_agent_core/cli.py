@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def _cmd_recipe_validate(args: argparse.Namespace) -> int:
@@ -246,6 +247,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from uni_agent_core.rl.run import TrainingRun
 
     recipe = load_recipe(args.recipe, list(args.set))
+    if recipe.trainer.backend.type == "verl":
+        return _launch_on_verl(recipe, args.run_dir, dry_run=False)
     run = TrainingRun(
         recipe,
         run_dir=Path(args.run_dir) if args.run_dir else None,
@@ -257,6 +260,28 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"metrics in {summary.run_dir / 'metrics.jsonl'}"
     )
     return 0
+
+
+def _cmd_verl_launch(args: argparse.Namespace) -> int:
+    from uni_agent_core.config import load_recipe
+
+    recipe = load_recipe(args.recipe, list(args.set))
+    return _launch_on_verl(recipe, args.run_dir, dry_run=args.dry_run)
+
+
+def _launch_on_verl(recipe: Any, run_dir: str | None, *, dry_run: bool) -> int:
+    from pathlib import Path
+
+    from uni_agent_core.rl.run import default_run_dir
+    from uni_agent_core.rl.verl.compile import VerlConfigError
+    from uni_agent_core.rl.verl.launch import VerlLaunchError, launch_recipe
+
+    directory = Path(run_dir) if run_dir else default_run_dir(recipe)
+    try:
+        return launch_recipe(recipe, run_dir=directory, dry_run=dry_run)
+    except (VerlConfigError, VerlLaunchError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 def _add_data_parser(sub: argparse._SubParsersAction) -> None:
@@ -407,7 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     evaluate.set_defaults(func=_cmd_eval)
 
-    train = sub.add_parser("train", help="a whole local training run of a recipe (no Prefect)")
+    train = sub.add_parser(
+        "train",
+        help="a whole training run of a recipe, no Prefect (verl recipes: agent-rl verl launch)",
+    )
     train.add_argument("--recipe", required=True, help="recipe YAML")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     train.add_argument("--run-dir", help="metrics and checkpoints (default runs/<recipe name>)")
@@ -415,6 +443,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--stop-after-steps", type=int, default=None, help="stop early (a later run resumes)"
     )
     train.set_defaults(func=_cmd_train)
+
+    verl = sub.add_parser("verl", help="run recipes on verl (GPU / Ascend NPU pools over Ray)")
+    verl_sub = verl.add_subparsers(dest="verl_command", required=True)
+    verl_launch = verl_sub.add_parser(
+        "launch",
+        help="compile a recipe to verl's trainer config and run it (or print it: --dry-run)",
+    )
+    verl_launch.add_argument("--recipe", required=True, help="recipe YAML (trainer.backend: verl)")
+    verl_launch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    verl_launch.add_argument("--run-dir", help="run directory (default runs/<recipe name>)")
+    verl_launch.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the command and the composed verl config; write and run nothing",
+    )
+    verl_launch.set_defaults(func=_cmd_verl_launch)
 
     chat = sub.add_parser("chat", help="one chat turn with a policy through the HF engine")
     chat.add_argument("prompt")

@@ -16,6 +16,9 @@ from uni_agent_core.config.base import AcceleratorDevice, ConfigModel, HostDevic
 CheckpointEngine = Literal["naive", "nccl", "hccl", "nixl", "mooncake"]
 """verl weight-sync transports from trainer to rollout servers."""
 
+ChainSelection = Literal["all", "longest", "last"]
+"""Which chains of a session verl trains on when the harness split it (see `UniAgentLoop`)."""
+
 _DEVICE_TRANSPORT: dict[str, CheckpointEngine] = {"cuda": "nccl", "npu": "hccl"}
 _FOREIGN_TRANSPORT: dict[str, str] = {"cuda": "hccl", "npu": "nccl"}
 
@@ -107,6 +110,14 @@ class VerlBackendConfig(ConfigModel):
     """Batches submitted for generation before the first training step."""
     router_replay: Literal["disabled", "R2", "R3"] = "disabled"
     """MoE routing replay: R3 replays the rollout's expert choices in training (MoE only)."""
+    role_switching: bool = True
+    """separate_async: lend idle trainer devices to rollout while the trainer waits for data
+    (verl's `hybrid_rollout.enable_switch`), reclaimed when enough of a batch is ready."""
+    chain_selection: ChainSelection = "all"
+    """Chains of a split session that become samples: `all` (each with the episode's reward),
+    `longest` (most sampled tokens) or `last` (the final context)."""
+    agent_loop_workers: int = Field(default=8, ge=1)
+    """verl agent-loop worker processes (each runs its own gateway for its episodes)."""
 
     @property
     def trainer_world_size(self) -> int:
@@ -144,6 +155,14 @@ class VerlBackendConfig(ConfigModel):
                             "(use actor.ulysses_sequence_parallel_size for long sequences)",
                         )
                     )
+        if self.router_replay != "disabled" and self.strategy != "megatron":
+            problems.append(
+                (
+                    "router_replay",
+                    f"{self.router_replay} replays MoE expert routing in verl's megatron engine; "
+                    "use strategy megatron or router_replay disabled",
+                )
+            )
         if self.trainer_world_size % actor.model_parallel_size:
             problems.append(
                 (

@@ -1,0 +1,330 @@
+"""`UniAgentLoop`: one agent-rl episode per verl sample, registered as verl agent loop `uni_agent`.
+
+verl's agent-loop worker instantiates the loop per sample (`hydra.utils.instantiate` with the
+trainer config, the worker's server manager and tokenizer) and awaits `run(sampling_params,
+**row)`. The loop:
+
+1. reads the sample's `TaskSpec` from the row (`extra_info.task_spec`, written by
+   `uni_agent_core.rl.verl.data`) — with its per-sample harness, sandbox and reward overrides;
+2. runs the episode exactly as the embedded trainer does (`RolloutDriver`: a seeded gateway
+   session, the task's sandbox and harness, the diff scored by the verifier in a fresh sandbox),
+   the gateway's engine being `VerlServerEngine` over the worker's server manager, with the
+   gateway session id as verl's request id (sticky routing keeps the prefix cache);
+3. returns one `AgentLoopOutput` per selected chain of the session: `prompt_ids`,
+   `response_ids`, `response_mask` (1 exactly on sampled tokens), `response_logprobs` (the
+   servers' own), `reward_score`, `num_turns`, and `extra_fields` with the policy-version span
+   (`min_global_steps`/`max_global_steps`, verl's staleness tags), exit reason and chain id.
+
+The gateway, its session manager and the rollout driver are built once per worker process and
+event loop (`episode_service`) and shared by every loop instance of that worker.
+
+Chain selection (`trainer.backend.chain_selection`) when the harness split a session into
+several chains (history compaction, subagents): `all` trains on every chain (each with the
+episode's reward), `longest` on the chain with the most sampled tokens, `last` on the chain
+opened last (the final context). An episode that recorded no chain (the sandbox failed before
+the first model call) still returns one output — the task prompt and a single end token with
+mask 0 — because verl needs one output per session and cannot take an empty response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import Counter
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from verl.experimental.agent_loop import AgentLoopBase, AgentLoopOutput
+from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, register
+
+from uni_agent_core.config.backend import ChainSelection, VerlBackendConfig
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.rl.rollout import RolloutDriver, episode_seed
+from uni_agent_core.rl.stack import episode_concurrency
+from uni_agent_core.rl.verl.engine_adapter import VerlServerEngine
+from uni_agent_core.rl.verl.names import AGENT_NAME, RECIPE_ENV
+from uni_agent_core.types import RolloutResult, TaskSpec, Trajectory
+
+logger = logging.getLogger(__name__)
+
+
+def task_of_row(row: dict[str, Any]) -> TaskSpec:
+    """The `TaskSpec` of a verl dataset row (`extra_info.task_spec`, JSON or a mapping)."""
+    extra = row.get("extra_info") or {}
+    spec = extra.get("task_spec") if isinstance(extra, dict) else None
+    spec = spec if spec is not None else row.get("task_spec")
+    if spec is None:
+        raise ValueError(
+            "the verl row carries no agent-rl task (extra_info.task_spec); write the dataset "
+            "with `agent-rl verl launch` (uni_agent_core.rl.verl.data)"
+        )
+    return TaskSpec.model_validate(json.loads(spec) if isinstance(spec, str) else spec)
+
+
+def select_chains(trajectories: list[Trajectory], policy: ChainSelection) -> list[Trajectory]:
+    """The chains of one session that become training samples."""
+    if policy == "all" or len(trajectories) <= 1:
+        return list(trajectories)
+    if policy == "longest":
+        return [max(trajectories, key=lambda t: (t.trainable_tokens, t.chain_id))]
+    if policy == "last":
+        return [max(trajectories, key=lambda t: t.chain_id)]
+    raise ValueError(f"unknown chain selection {policy!r}; use all, longest or last")
+
+
+@dataclass(frozen=True)
+class OutputLimits:
+    """verl's padded shapes (`rollout.prompt_length`, `rollout.response_length`)."""
+
+    prompt_length: int
+    response_length: int
+
+
+def chain_output(
+    trajectory: Trajectory,
+    result: RolloutResult,
+    limits: OutputLimits,
+    *,
+    mask_abnormal: bool,
+) -> AgentLoopOutput:
+    """One chain of an episode as verl's `AgentLoopOutput`.
+
+    Raises:
+        ValueError: the chain's prompt is longer than `prompt_length` (verl would pad it to a
+            shape it does not fit; cutting it would train on a context the model never saw).
+    """
+    if len(trajectory.prompt_ids) > limits.prompt_length:
+        raise ValueError(
+            f"chain {trajectory.chain_id} of {result.task_id} has a {len(trajectory.prompt_ids)}"
+            f"-token prompt, over verl's rollout.prompt_length {limits.prompt_length}; raise "
+            "trainer.max_context_tokens - trainer.max_response_tokens"
+        )
+    cut = len(trajectory.response_ids) > limits.response_length
+    end = limits.response_length
+    mask = list(trajectory.loss_mask[:end])
+    masked = mask_abnormal and result.abnormal
+    if masked:
+        mask = [0] * len(mask)
+    span = trajectory.version_span or (result.started_version, result.started_version)
+    return AgentLoopOutput(
+        prompt_ids=list(trajectory.prompt_ids),
+        response_ids=list(trajectory.response_ids[:end]),
+        response_mask=mask,
+        response_logprobs=list(trajectory.logprobs[:end]),
+        reward_score=float(result.reward),
+        num_turns=trajectory.num_turns,
+        metrics=AgentLoopMetrics(
+            generate_sequences=result.timings.get("agent", 0.0),
+            compute_score=result.timings.get("verify", 0.0),
+        ),
+        extra_fields={
+            "min_global_steps": span[0],
+            "max_global_steps": span[1],
+            "exit_reason": str(result.exit_reason),
+            "chain_id": trajectory.chain_id,
+            "agent_rl_session": trajectory.session_id,
+            "masked": masked,
+            "truncated": cut,
+            "reward_extra_info": {
+                "acc": float(result.resolved),
+                "leak_flagged": float(result.leak_flagged),
+            },
+        },
+    )
+
+
+def empty_episode_output(
+    result: RolloutResult, prompt_ids: list[int], end_token_id: int
+) -> AgentLoopOutput:
+    """The output of an episode that recorded no chain: nothing trainable, the reward kept."""
+    return AgentLoopOutput(
+        prompt_ids=prompt_ids,
+        response_ids=[end_token_id],
+        response_mask=[0],
+        response_logprobs=[0.0],
+        reward_score=float(result.reward),
+        num_turns=0,
+        metrics=AgentLoopMetrics(),
+        extra_fields={
+            "min_global_steps": result.started_version,
+            "max_global_steps": result.started_version,
+            "exit_reason": str(result.exit_reason),
+            "chain_id": -1,
+            "masked": True,
+            "truncated": False,
+            "reward_extra_info": {"acc": 0.0, "leak_flagged": float(result.leak_flagged)},
+        },
+    )
+
+
+# -- the per-worker episode service --------------------------------------------------------------
+
+
+@dataclass
+class EpisodeService:
+    """Gateway + session manager + rollout driver over one verl server manager."""
+
+    driver: RolloutDriver
+    gateway_url: str
+    exits: AsyncExitStack
+
+
+_services: dict[tuple[int, int, str], EpisodeService] = {}
+_service_locks: dict[int, asyncio.Lock] = {}
+
+
+async def episode_service(
+    server_manager: Any, tokenizer: Any, recipe: Recipe, *, eos_token_ids: list[int]
+) -> EpisodeService:
+    """The worker's shared episode service for this server manager (built on first use)."""
+    from uni_agent_core.gateway.embedded import serving_gateway
+    from uni_agent_core.gateway.launch import settings_from_config
+    from uni_agent_core.gateway.manager import SessionManager
+
+    loop_id = id(asyncio.get_running_loop())
+    key = (loop_id, id(server_manager), recipe.name)
+    lock = _service_locks.setdefault(loop_id, asyncio.Lock())
+    async with lock:
+        if key in _services:
+            return _services[key]
+        max_context = recipe.trainer.max_context_tokens
+        engine = VerlServerEngine(server_manager, eos_token_ids=eos_token_ids)
+        gateway = recipe.gateway
+        manager = SessionManager(
+            engine,
+            tokenizer,
+            settings=settings_from_config(gateway, max_context),
+            tool_parser=gateway.tool_parser,
+            session_ttl_s=gateway.session_ttl_s,
+            max_sessions=gateway.max_sessions,
+        )
+        exits = AsyncExitStack()
+        url = await exits.enter_async_context(serving_gateway(manager))
+        driver = RolloutDriver(
+            manager=manager,
+            gateway_url=url,
+            harness=recipe.harness,
+            sandbox=recipe.sandbox,
+            reward=recipe.reward,
+            max_concurrency=episode_concurrency(recipe),
+            max_total_tokens=max_context,
+        )
+        service = _services[key] = EpisodeService(driver, url, exits)
+        logger.info("uni_agent: gateway for verl's rollout servers on %s", url)
+        return service
+
+
+async def close_episode_services() -> None:
+    """Stop the gateways this event loop started (tests; a worker process just exits)."""
+    loop_id = id(asyncio.get_running_loop())
+    for key in [k for k in _services if k[0] == loop_id]:
+        service = _services.pop(key)
+        await service.driver.manager.engine.close()
+        await service.exits.aclose()
+
+
+_recipes: dict[str, Recipe] = {}
+
+
+def recipe_at(path: str) -> Recipe:
+    """The validated recipe of a file (loaded once per process)."""
+    from uni_agent_core.config import load_recipe
+
+    if path not in _recipes:
+        _recipes[path] = load_recipe(path)
+    return _recipes[path]
+
+
+def eos_ids(tokenizer: Any, model_path: str | None) -> list[int]:
+    """End-of-generation ids: the model's generation config, else the tokenizer's EOS."""
+    ids: set[int] = set()
+    if model_path:
+        try:
+            from transformers import GenerationConfig
+
+            configured = GenerationConfig.from_pretrained(model_path).eos_token_id
+            ids.update([configured] if isinstance(configured, int) else configured or [])
+        except (OSError, ValueError):
+            pass
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return sorted(ids)
+
+
+@register(AGENT_NAME)
+class UniAgentLoop(AgentLoopBase):
+    """verl agent loop running agent-rl episodes (any harness, sandbox and verifier)."""
+
+    _sample_counters: ClassVar[Counter[tuple[str, int]]] = Counter()
+
+    def __init__(self, *args: Any, recipe_path: str | None = None, **kwargs: Any) -> None:
+        """Args:
+        recipe_path: the agent-rl recipe (harness, sandbox, reward, gateway, seed); the
+            agent-loop config written by `agent-rl verl launch` sets it, else
+            `$AGENT_RL_VERL_RECIPE`.
+        *args, **kwargs: what verl passes every agent loop (`trainer_config`, `server_manager`,
+            `tokenizer`, `processor`, `dataset_cls`, `data_config`, ...).
+        """
+        kwargs.pop("name", None)
+        super().__init__(*args, **kwargs)
+        path = recipe_path or os.environ.get(RECIPE_ENV)
+        if not path:
+            raise ValueError(
+                f"UniAgentLoop needs the agent-rl recipe: set recipe_path in the agent-loop "
+                f"config or ${RECIPE_ENV}"
+            )
+        self.recipe = recipe_at(str(path))
+        backend = self.recipe.trainer.backend
+        self.chain_selection: ChainSelection = (
+            backend.chain_selection if isinstance(backend, VerlBackendConfig) else "all"
+        )
+        self.limits = OutputLimits(
+            prompt_length=int(self.rollout_config.prompt_length),
+            response_length=int(self.rollout_config.response_length),
+        )
+        model_path = self.config.get("actor_rollout_ref", {}).get("model", {}).get("path")
+        self.eos_token_ids = eos_ids(self.tokenizer, model_path)
+
+    def _sample_index(self, row: dict[str, Any], task_id: str, step: int) -> int:
+        if row.get("session_id") is not None:
+            return int(row["session_id"])
+        # verl's batch path repeats each row n times without an index: number them in order.
+        counter = self._sample_counters
+        index = counter[(task_id, step)]
+        counter[(task_id, step)] += 1
+        return index
+
+    async def run(self, sampling_params: dict[str, Any], **row: Any) -> list[AgentLoopOutput]:
+        task = task_of_row(row)
+        step = int(row.get("global_steps") or 0)
+        sample_index = self._sample_index(row, task.instance_id, step)
+        service = await episode_service(
+            self.server_manager, self.tokenizer, self.recipe, eos_token_ids=self.eos_token_ids
+        )
+        seed = episode_seed(self.recipe.seed, step, task.instance_id, sample_index)
+        result = await service.driver.episode(task, sample_index, seed=seed)
+        chains = select_chains(result.trajectories, self.chain_selection)
+        if not chains:
+            prompt = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": task.problem_statement}],
+                add_generation_prompt=True,
+                tokenize=True,
+            )
+            prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
+            end = self.eos_token_ids[0] if self.eos_token_ids else 0
+            return [empty_episode_output(result, prompt[-self.limits.prompt_length :], end)]
+        mask_abnormal = self.recipe.trainer.mask_abnormal_exits
+        return [chain_output(t, result, self.limits, mask_abnormal=mask_abnormal) for t in chains]
+
+
+__all__ = [
+    "AGENT_NAME",
+    "UniAgentLoop",
+    "chain_output",
+    "close_episode_services",
+    "select_chains",
+    "task_of_row",
+]
