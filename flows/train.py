@@ -99,7 +99,7 @@ def train(
     if on_verl:
         # verl starts its rollout servers inside its own run: Best-of-N probes and checkpoint
         # evaluation need served weights (`agent-rl curriculum estimate` / `agent-rl eval`
-        # against a checkpoint's servers); verl's group filter does the in-run sampling.
+        # against a checkpoint's servers). The task rows follow the published curriculum.
         print("agent-rl: verl backend: difficulty estimation and evaluation are not run here")
     else:
         estimate_difficulty(loaded, run_dir, task_ids)
@@ -113,8 +113,12 @@ def train(
         "",
         f"- run directory: `{run_dir}`",
         f"- MLflow run: `{trained['mlflow_run_id']}`",
-        f"- steps trained: {trained['start_step'] + 1}..{trained['start_step'] + trained['steps']}",
     ]
+    if trained["steps"] is not None:
+        first, count = trained["start_step"], trained["steps"]
+        lines.append(f"- steps trained: {first + 1}..{first + count}")
+    else:
+        lines.append("- trained by verl (its steps are in verl's MLflow run and console log)")
     if scores is not None:
         lines += [f"- {key}: {value:.3f}" for key, value in sorted(scores["metrics"].items())]
     create_markdown_artifact("\n".join(lines), key="agent-rl-summary")

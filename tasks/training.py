@@ -36,10 +36,11 @@ def _train_on_verl(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> dict:
     code = launch_recipe(recipe, run_dir=run_dir, task_ids=task_ids)
     if code != 0:
         raise RuntimeError(f"verl's trainer exited with code {code}")
+    # verl resumes from its own checkpoints and logs its steps to MLflow itself.
     return {
         "mlflow_run_id": None,
-        "steps": recipe.trainer.total_steps,
-        "start_step": 0,
+        "steps": None,
+        "start_step": None,
         "final": {},
         "backend": "verl",
     }

@@ -248,6 +248,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     recipe = load_recipe(args.recipe, list(args.set))
     if recipe.trainer.backend.type == "verl":
+        if args.stop_after_steps is not None:
+            print(
+                "error: --stop-after-steps is for the embedded trainer; verl recipes run "
+                "trainer.total_steps (set it with --set)",
+                file=sys.stderr,
+            )
+            return 2
         return _launch_on_verl(recipe, args.run_dir, dry_run=False)
     run = TrainingRun(
         recipe,
@@ -279,7 +286,7 @@ def _launch_on_verl(recipe: Any, run_dir: str | None, *, dry_run: bool) -> int:
     directory = Path(run_dir) if run_dir else default_run_dir(recipe)
     try:
         return launch_recipe(recipe, run_dir=directory, dry_run=dry_run)
-    except (VerlConfigError, VerlLaunchError) as error:
+    except (VerlConfigError, VerlLaunchError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

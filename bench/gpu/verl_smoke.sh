@@ -4,7 +4,7 @@
 # vLLM rollout, FSDP2 actor, a checkpoint at step 3. Finishes in well under 8 minutes or is
 # killed at VERL_SMOKE_LIMIT_S; prints exactly one summary line:
 #
-#   verl_smoke: OK steps=3 wall_s=212 score_mean=0.000 response_len_mean=311.0 checkpoint=yes log=...
+#   verl_smoke: OK steps=3 wall_s=... score_mean=... response_len_mean=... checkpoint=yes log=...
 #   verl_smoke: FAIL rc=1 steps=0 wall_s=40 last_error="..." log=...
 #   verl_smoke: SKIP <what is missing>
 #
@@ -35,14 +35,22 @@ if ! command -v bwrap >/dev/null; then
 fi
 
 started=$(date +%s)
-timeout --kill-after=20 "$LIMIT" "$PY" -m uni_agent_core.cli verl launch \
-  --recipe recipes/tiny-verl-gpu.yaml --run-dir "$OUT/run" >"$LOG" 2>&1
+# Its own session, so a timeout kills verl's child processes too; then stop the Ray daemons it
+# started, so a rerun finds the GPU free.
+setsid timeout --kill-after=20 "$LIMIT" "$PY" -m uni_agent_core.cli verl launch \
+  --recipe recipes/tiny-verl-gpu.yaml --run-dir "$OUT/run" >"$LOG" 2>&1 &
+launcher=$!
+wait "$launcher"
 rc=$?
+kill -- -"$launcher" 2>/dev/null
+"$PY" -m ray.scripts.scripts stop --force >/dev/null 2>&1 || ray stop --force >/dev/null 2>&1
 wall=$(( $(date +%s) - started ))
 
-# verl's console logger prints one "step:N - key:value - ..." line per training step.
-steps=$(grep -cE '^step:[0-9]+ ' "$LOG" || true)
-last=$(grep -E '^step:[0-9]+ ' "$LOG" | tail -n 1)
+# verl's console logger prints one "step:N - key:value - ..." line per training step, from the
+# TaskRunner actor (Ray prefixes it with "(TaskRunnerV1 pid=...) ").
+pattern='(^|\) )step:[0-9]+ '
+steps=$(grep -cE "$pattern" "$LOG" || true)
+last=$(grep -E "$pattern" "$LOG" | tail -n 1)
 metric() { sed -nE "s/.*$1:([-0-9.e+]+).*/\\1/p" <<<"$last" | head -n 1; }
 score=$(metric 'critic/score/mean')
 length=$(metric 'response_length/mean')

@@ -13,7 +13,11 @@ trainer config, the worker's server manager and tokenizer) and awaits `run(sampl
 3. returns one `AgentLoopOutput` per selected chain of the session: `prompt_ids`,
    `response_ids`, `response_mask` (1 exactly on sampled tokens), `response_logprobs` (the
    servers' own), `reward_score`, `num_turns`, and `extra_fields` with the policy-version span
-   (`min_global_steps`/`max_global_steps`, verl's staleness tags), exit reason and chain id.
+   (`min_global_steps`/`max_global_steps`, which verl's metrics read; its staleness control uses
+   the step the prompt was submitted at), exit reason and chain id.
+
+It runs under verl's v1 trainers only (`trainer.use_v1=true`): they take a list of outputs per
+sample and pass each sample's `session_id` (its index in the group).
 
 The gateway, its session manager and the rollout driver are built once per worker process and
 event loop (`episode_service`) and shared by every loop instance of that worker.
@@ -23,19 +27,21 @@ several chains (history compaction, subagents): `all` trains on every chain (eac
 episode's reward), `longest` on the chain with the most sampled tokens, `last` on the chain
 opened last (the final context). An episode that recorded no chain (the sandbox failed before
 the first model call) still returns one output — the task prompt and a single end token with
-mask 0 — because verl needs one output per session and cannot take an empty response.
+mask 0 — because verl needs one output per session and cannot take an empty response. With
+`all`, a session's chains are separate samples sharing the group's uid, so in GRPO's baseline a
+session weighs as many samples as it has chains.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
-from collections import Counter
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from verl.experimental.agent_loop import AgentLoopBase, AgentLoopOutput
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, register
@@ -75,45 +81,32 @@ def select_chains(trajectories: list[Trajectory], policy: ChainSelection) -> lis
     raise ValueError(f"unknown chain selection {policy!r}; use all, longest or last")
 
 
-@dataclass(frozen=True)
-class OutputLimits:
-    """verl's padded shapes (`rollout.prompt_length`, `rollout.response_length`)."""
-
-    prompt_length: int
-    response_length: int
-
-
 def chain_output(
     trajectory: Trajectory,
     result: RolloutResult,
-    limits: OutputLimits,
     *,
+    max_tokens: int,
     mask_abnormal: bool,
 ) -> AgentLoopOutput:
     """One chain of an episode as verl's `AgentLoopOutput`.
 
-    Raises:
-        ValueError: the chain's prompt is longer than `prompt_length` (verl would pad it to a
-            shape it does not fit; cutting it would train on a context the model never saw).
+    verl's v1 trainers keep samples unpadded, so the only length limit is the context
+    (`max_tokens`, the servers' `max_model_len`): a longer chain (the gateway caps sessions at
+    the recipe's context, so only a misconfigured run gets here) loses its tail and is masked,
+    rather than failing the whole group.
     """
-    if len(trajectory.prompt_ids) > limits.prompt_length:
-        raise ValueError(
-            f"chain {trajectory.chain_id} of {result.task_id} has a {len(trajectory.prompt_ids)}"
-            f"-token prompt, over verl's rollout.prompt_length {limits.prompt_length}; raise "
-            "trainer.max_context_tokens - trainer.max_response_tokens"
-        )
-    cut = len(trajectory.response_ids) > limits.response_length
-    end = limits.response_length
-    mask = list(trajectory.loss_mask[:end])
-    masked = mask_abnormal and result.abnormal
+    room = max(0, max_tokens - len(trajectory.prompt_ids))
+    cut = len(trajectory.response_ids) > room
+    mask = list(trajectory.loss_mask[:room])
+    masked = (mask_abnormal and result.abnormal) or cut
     if masked:
         mask = [0] * len(mask)
     span = trajectory.version_span or (result.started_version, result.started_version)
     return AgentLoopOutput(
         prompt_ids=list(trajectory.prompt_ids),
-        response_ids=list(trajectory.response_ids[:end]),
+        response_ids=list(trajectory.response_ids[:room]),
         response_mask=mask,
-        response_logprobs=list(trajectory.logprobs[:end]),
+        response_logprobs=list(trajectory.logprobs[:room]),
         reward_score=float(result.reward),
         num_turns=trajectory.num_turns,
         metrics=AgentLoopMetrics(
@@ -167,19 +160,33 @@ def empty_episode_output(
 class EpisodeService:
     """Gateway + session manager + rollout driver over one verl server manager."""
 
+    engine: VerlServerEngine
     driver: RolloutDriver
     gateway_url: str
     exits: AsyncExitStack
 
 
 _services: dict[tuple[int, int, str], EpisodeService] = {}
+
+
+def per_worker_concurrency(recipe: Recipe) -> int:
+    """This worker's share of the recipe's episode cap (at least one)."""
+    backend = recipe.trainer.backend
+    workers = backend.agent_loop_workers if isinstance(backend, VerlBackendConfig) else 1
+    return max(1, -(-episode_concurrency(recipe) // workers))
+
+
 _service_locks: dict[int, asyncio.Lock] = {}
 
 
 async def episode_service(
     server_manager: Any, tokenizer: Any, recipe: Recipe, *, eos_token_ids: list[int]
 ) -> EpisodeService:
-    """The worker's shared episode service for this server manager (built on first use)."""
+    """The worker's shared episode service for this server manager (built on first use).
+
+    Episodes in flight per worker are the recipe's cap divided among verl's agent-loop workers,
+    so sandboxes and sessions stay within `trainer.max_concurrent_episodes` overall.
+    """
     from uni_agent_core.gateway.embedded import serving_gateway
     from uni_agent_core.gateway.launch import settings_from_config
     from uni_agent_core.gateway.manager import SessionManager
@@ -209,10 +216,10 @@ async def episode_service(
             harness=recipe.harness,
             sandbox=recipe.sandbox,
             reward=recipe.reward,
-            max_concurrency=episode_concurrency(recipe),
+            max_concurrency=per_worker_concurrency(recipe),
             max_total_tokens=max_context,
         )
-        service = _services[key] = EpisodeService(driver, url, exits)
+        service = _services[key] = EpisodeService(engine, driver, url, exits)
         logger.info("uni_agent: gateway for verl's rollout servers on %s", url)
         return service
 
@@ -222,7 +229,7 @@ async def close_episode_services() -> None:
     loop_id = id(asyncio.get_running_loop())
     for key in [k for k in _services if k[0] == loop_id]:
         service = _services.pop(key)
-        await service.driver.manager.engine.close()
+        await service.engine.close()
         await service.exits.aclose()
 
 
@@ -238,17 +245,25 @@ def recipe_at(path: str) -> Recipe:
     return _recipes[path]
 
 
-def eos_ids(tokenizer: Any, model_path: str | None) -> list[int]:
-    """End-of-generation ids: the model's generation config, else the tokenizer's EOS."""
-    ids: set[int] = set()
-    if model_path:
-        try:
-            from transformers import GenerationConfig
+@functools.lru_cache(maxsize=8)
+def configured_eos_ids(model_path: str | None) -> tuple[int, ...]:
+    """EOS ids from a model directory's generation config (read once per process)."""
+    if not model_path:
+        return ()
+    try:
+        from transformers import GenerationConfig
 
-            configured = GenerationConfig.from_pretrained(model_path).eos_token_id
-            ids.update([configured] if isinstance(configured, int) else configured or [])
-        except (OSError, ValueError):
-            pass
+        configured = GenerationConfig.from_pretrained(model_path).eos_token_id
+    except (OSError, ValueError):
+        return ()
+    if configured is None:
+        return ()
+    return (configured,) if isinstance(configured, int) else tuple(configured)
+
+
+def eos_ids(tokenizer: Any, model_path: str | None) -> list[int]:
+    """End-of-generation ids: the model's generation config and the tokenizer's EOS."""
+    ids = set(configured_eos_ids(model_path))
     if tokenizer.eos_token_id is not None:
         ids.add(int(tokenizer.eos_token_id))
     return sorted(ids)
@@ -257,8 +272,6 @@ def eos_ids(tokenizer: Any, model_path: str | None) -> list[int]:
 @register(AGENT_NAME)
 class UniAgentLoop(AgentLoopBase):
     """verl agent loop running agent-rl episodes (any harness, sandbox and verifier)."""
-
-    _sample_counters: ClassVar[Counter[tuple[str, int]]] = Counter()
 
     def __init__(self, *args: Any, recipe_path: str | None = None, **kwargs: Any) -> None:
         """Args:
@@ -281,49 +294,52 @@ class UniAgentLoop(AgentLoopBase):
         self.chain_selection: ChainSelection = (
             backend.chain_selection if isinstance(backend, VerlBackendConfig) else "all"
         )
-        self.limits = OutputLimits(
-            prompt_length=int(self.rollout_config.prompt_length),
-            response_length=int(self.rollout_config.response_length),
-        )
+        self.max_tokens = int(self.rollout_config.max_model_len)
         model_path = self.config.get("actor_rollout_ref", {}).get("model", {}).get("path")
         self.eos_token_ids = eos_ids(self.tokenizer, model_path)
 
-    def _sample_index(self, row: dict[str, Any], task_id: str, step: int) -> int:
-        if row.get("session_id") is not None:
-            return int(row["session_id"])
-        # verl's batch path repeats each row n times without an index: number them in order.
-        counter = self._sample_counters
-        index = counter[(task_id, step)]
-        counter[(task_id, step)] += 1
-        return index
-
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> list[AgentLoopOutput]:
+        if "session_id" not in row:
+            raise ValueError(
+                "UniAgentLoop returns one output per chain, which verl's v1 trainers take "
+                "(trainer.use_v1=true; they pass each sample's session_id)"
+            )
         task = task_of_row(row)
         step = int(row.get("global_steps") or 0)
-        sample_index = self._sample_index(row, task.instance_id, step)
+        sample_index = int(row["session_id"])
         service = await episode_service(
             self.server_manager, self.tokenizer, self.recipe, eos_token_ids=self.eos_token_ids
         )
-        seed = episode_seed(self.recipe.seed, step, task.instance_id, sample_index)
+        service.engine.observe_version(step)
+        # The prompt's uid keeps a task drawn again at the same step (a refill, a new epoch)
+        # from repeating the same samples.
+        draw = f"{task.instance_id}/{row.get('uid', '')}"
+        seed = episode_seed(self.recipe.seed, step, draw, sample_index)
         result = await service.driver.episode(task, sample_index, seed=seed)
         chains = select_chains(result.trajectories, self.chain_selection)
-        if not chains:
-            prompt = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": task.problem_statement}],
-                add_generation_prompt=True,
-                tokenize=True,
-            )
-            prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
-            end = self.eos_token_ids[0] if self.eos_token_ids else 0
-            return [empty_episode_output(result, prompt[-self.limits.prompt_length :], end)]
-        mask_abnormal = self.recipe.trainer.mask_abnormal_exits
-        return [chain_output(t, result, self.limits, mask_abnormal=mask_abnormal) for t in chains]
+        if chains:
+            mask_abnormal = self.recipe.trainer.mask_abnormal_exits
+            return [
+                chain_output(t, result, max_tokens=self.max_tokens, mask_abnormal=mask_abnormal)
+                for t in chains
+            ]
+        messages = list(row.get("raw_prompt") or [])
+        messages = messages or [{"role": "user", "content": task.problem_statement}]
+        prompt = self.tokenizer.apply_chat_template(
+            [dict(m) for m in messages],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
+        end = self.eos_token_ids[0] if self.eos_token_ids else 0
+        return [empty_episode_output(result, [int(t) for t in prompt], end)]
 
 
 __all__ = [
     "AGENT_NAME",
     "UniAgentLoop",
     "chain_output",
+    "empty_episode_output",
     "close_episode_services",
     "select_chains",
     "task_of_row",

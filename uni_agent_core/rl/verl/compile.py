@@ -84,8 +84,20 @@ def hydra_value(value: Any) -> str:
 
 
 def verl_overrides(recipe: Recipe, inputs: VerlInputs) -> list[str]:
-    """Hydra overrides (`key=value`) that run `recipe` on verl's v1 trainer."""
+    """Hydra overrides (`key=value`) that run `recipe` on verl's v1 trainer.
+
+    Raises:
+        VerlConfigError: the recipe lets harnesses change sampling per request
+            (`gateway.sampling_override: allow`): verl recomputes training logprobs at
+            `rollout.temperature`, so every sample must use it.
+    """
     backend = verl_backend(recipe)
+    if recipe.gateway.sampling_override == "allow":
+        raise VerlConfigError(
+            "gateway.sampling_override: allow lets a harness sample at another temperature "
+            "than verl's rollout.temperature, which verl's logprob recomputation assumes; use "
+            "ignore or reject on verl"
+        )
     trainer, algo = recipe.trainer, recipe.trainer.algorithm
     mode = TRAINER_MODES[trainer.mode]
     prompt_length = trainer.max_context_tokens - trainer.max_response_tokens
@@ -111,6 +123,9 @@ def verl_overrides(recipe: Recipe, inputs: VerlInputs) -> list[str]:
         "data.seed": trainer.seed if trainer.seed is not None else recipe.seed,
         # model
         "actor_rollout_ref.model.path": inputs.model_path,
+        "actor_rollout_ref.model.custom_chat_template": (
+            Path(recipe.policy.chat_template).read_text() if recipe.policy.chat_template else None
+        ),
         "actor_rollout_ref.model.enable_gradient_checkpointing": True,
         "actor_rollout_ref.model.use_remove_padding": True,
         "actor_rollout_ref.hybrid_engine": not (separate and not backend.role_switching),
@@ -159,8 +174,8 @@ def verl_overrides(recipe: Recipe, inputs: VerlInputs) -> list[str]:
         "algorithm.rollout_correction.rollout_is_threshold": correction.is_threshold,
         "algorithm.rollout_correction.bypass_mode": correction.bypass_mode,
         # dynamic sampling: groups whose rewards are all equal carry no signal; verl evicts and
-        # refills them
-        "algorithm.filter_groups.enable": True,
+        # refills them (opt-in: v1 refills without bound, see VerlBackendConfig.filter_groups)
+        "algorithm.filter_groups.enable": backend.filter_groups,
         "algorithm.filter_groups.metric": "reward",
         # trainer: pools, v1 mode, staleness, checkpoints, tracking
         "trainer.device": backend.device,
@@ -178,7 +193,9 @@ def verl_overrides(recipe: Recipe, inputs: VerlInputs) -> list[str]:
         "trainer.test_freq": -1,
         "trainer.use_v1": True,
         "trainer.v1.trainer_mode": mode,
-        "trainer.v1.sampler.max_off_policy_threshold": trainer.staleness.max_versions or None,
+        # verl counts the versions a trajectory spans inclusively (on-policy = 1); our bound
+        # counts the versions between its oldest token and the trainer (on-policy = 0).
+        "trainer.v1.sampler.max_off_policy_threshold": (trainer.staleness.max_versions or 0) + 1,
         "trainer.v1.sampler.max_off_policy_strategy": trainer.staleness.policy,
     }
     if megatron:

@@ -67,6 +67,11 @@ class VerlServerEngine:
         self._version = 0
         self._closed = False
 
+    def observe_version(self, version: int) -> None:
+        """verl's current global step (from the sample's row): the floor of the policy
+        version reported before this adapter has seen a generation (e.g. after a resume)."""
+        self._version = max(self._version, int(version))
+
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         await self._admitting.wait()
         if self._closed:

@@ -92,6 +92,14 @@ def prepare_model(recipe: Recipe) -> None:
         raise VerlLaunchError(str(error)) from error
 
 
+def absolute_tracking_uri(uri: str) -> str:
+    """A relative `sqlite:///` path made absolute (verl's processes run elsewhere)."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri[len(prefix) :].startswith("/"):
+        return prefix + str(Path(uri[len(prefix) :]).resolve())
+    return uri
+
+
 def verl_checks(config: Any) -> None:
     """The batch rules and verl's own start-up validation, on a composed config.
 
@@ -135,7 +143,7 @@ def plan_launch(recipe: Recipe, *, run_dir: Path) -> VerlLaunch:
     verl_checks(config)
     env = {
         RECIPE_ENV: str(verl_dir / "recipe.yaml"),
-        "MLFLOW_TRACKING_URI": recipe.tracking.tracking_uri,
+        "MLFLOW_TRACKING_URI": absolute_tracking_uri(recipe.tracking.tracking_uri),
     }
     if backend.ray_address:
         env["RAY_ADDRESS"] = backend.ray_address

@@ -22,7 +22,7 @@ from uni_agent_core.config.loading import parse_recipe  # noqa: E402
 from uni_agent_core.gateway.tito import tito_violations  # noqa: E402
 from uni_agent_core.rl.verl.launch import plan_launch, write_launch_files  # noqa: E402
 from uni_agent_core.rl.verl.local_server import EngineServerManager  # noqa: E402
-from uni_agent_core.types import EngineCall, Trajectory  # noqa: E402
+from uni_agent_core.types import EngineCall, TaskSpec, Trajectory  # noqa: E402
 
 
 def tiny_verl_recipe(isolation: str):
@@ -103,9 +103,8 @@ def test_registered_under_uni_agent() -> None:
 
     import uni_agent_core.rl.verl.agent_loop as agent_loop
 
-    assert _agent_loop_registry["uni_agent"] == {
-        "_target_": "uni_agent_core.rl.verl.agent_loop.UniAgentLoop"
-    }
+    target = "uni_agent_core.rl.verl.agent_loop.UniAgentLoop"
+    assert _agent_loop_registry["uni_agent"]["_target_"] == target
     assert agent_loop.AGENT_NAME == "uni_agent"
 
 
@@ -118,6 +117,7 @@ def test_uni_agent_loop_runs_a_react_episode_as_verl_builds_it(tmp_path: Path) -
         _agent_loop_registry,
     )
     from verl.utils.dataset.rl_dataset import RLHFDataset
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
     import uni_agent_core.rl.verl.agent_loop as agent_loop
     from uni_agent_core.inference import HFEngine
@@ -127,6 +127,7 @@ def test_uni_agent_loop_runs_a_react_episode_as_verl_builds_it(tmp_path: Path) -
     launch = plan_launch(recipe, run_dir=tmp_path / "run")
     write_launch_files(launch)
     # AgentLoopWorker: the agent-loop config file overrides the decorator's registry entry.
+    registered = dict(_agent_loop_registry)
     for entry in OmegaConf.load(launch.inputs.agent_loop_config):
         _agent_loop_registry[entry.name] = entry
     config = launch.config
@@ -136,6 +137,8 @@ def test_uni_agent_loop_runs_a_react_episode_as_verl_builds_it(tmp_path: Path) -
         engine, response_length=rollout.response_length, max_model_len=rollout.max_model_len
     )
     row = pd.read_parquet(launch.inputs.train_files).iloc[0].to_dict()
+    broken = TaskSpec.model_validate_json(row["extra_info"]["task_spec"])
+    broken.source["repo_dir"] = str(tmp_path / "missing-repo")
 
     async def run_episode():
         loop = hydra.utils.instantiate(
@@ -150,29 +153,46 @@ def test_uni_agent_loop_runs_a_react_episode_as_verl_builds_it(tmp_path: Path) -
             tools=ToolListWrap([]),
         )
         assert isinstance(loop, agent_loop.UniAgentLoop)
+        sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+        common = {"raw_prompt": list(row["prompt"]), "index": 0, "agent_name": "uni_agent"}
         try:
-            return await loop.run(
-                {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True},
-                raw_prompt=list(row["prompt"]),
+            outputs = await loop.run(
+                sampling,
                 extra_info=row["extra_info"],
-                index=0,
-                agent_name=row["agent_name"],
                 uid="u0",
                 session_id=0,
                 global_steps=0,
+                **common,
             )
+            calls = len(server.calls)
+            # A sandbox that fails before the first model call: one masked output, no crash.
+            failed = await loop.run(
+                sampling,
+                extra_info={"task_spec": broken.model_dump_json()},
+                uid="u1",
+                session_id=1,
+                global_steps=0,
+                **common,
+            )
+            assert len(server.calls) == calls
+            return outputs, failed
         finally:
             await agent_loop.close_episode_services()
             await engine.close()
+            _agent_loop_registry.clear()
+            _agent_loop_registry.update(registered)
 
-    outputs = asyncio.run(run_episode())
+    outputs, failed = asyncio.run(run_episode())
+    assert len(failed) == 1 and failed[0].response_mask == [0]
+    assert failed[0].extra_fields["exit_reason"] == "sandbox_error"
+    assert failed[0].reward_score == 0.0 and failed[0].as_dict()["prompts"].numel() > 0
     assert outputs and server.calls
     for output in outputs:
         validated = AgentLoopOutput.model_validate(output.model_dump())
         n = len(validated.response_ids)
         assert n == len(validated.response_mask) == len(validated.response_logprobs) > 0
         assert set(validated.response_mask) <= {0, 1} and sum(validated.response_mask) > 0
-        assert len(validated.prompt_ids) <= rollout.prompt_length and n <= rollout.response_length
+        assert len(validated.prompt_ids) + n <= rollout.max_model_len
         assert validated.reward_score in (0.0, 1.0)
         assert validated.extra_fields["exit_reason"]
         assert validated.extra_fields["min_global_steps"] == 0
@@ -180,6 +200,7 @@ def test_uni_agent_loop_runs_a_react_episode_as_verl_builds_it(tmp_path: Path) -
         tensors = validated.as_dict()  # what verl's TransferQueue path stores
         assert tensors["responses"].shape == tensors["response_mask"].shape
         assert tensors["rm_scores"][-1] == validated.reward_score
+        list_of_dict_to_tensordict([{**tensors, "uid": "u0", "session_id": 0}])
         # Context tokens carry logprob 0; sampled tokens the engine's own logprobs.
         for lp, m in zip(validated.response_logprobs, validated.response_mask, strict=True):
             assert m or lp == 0.0

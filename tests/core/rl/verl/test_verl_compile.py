@@ -60,9 +60,11 @@ def test_accelerator_recipes_compose_against_the_verl_schema(path: Path, tmp_pat
     assert config.actor_rollout_ref.rollout.calculate_log_probs is True
     assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "uni_agent"
     assert config.actor_rollout_ref.rollout.response_length == trainer.max_response_tokens
-    assert config.trainer.v1.sampler.max_off_policy_threshold == trainer.staleness.max_versions
+    # verl counts a trajectory's versions inclusively: on-policy is 1, our bound b is b + 1.
+    threshold = config.trainer.v1.sampler.max_off_policy_threshold
+    assert threshold == trainer.staleness.max_versions + 1
     assert config.trainer.v1.sampler.max_off_policy_strategy == trainer.staleness.policy
-    assert config.algorithm.filter_groups.enable is True
+    assert config.algorithm.filter_groups.enable is trainer.backend.filter_groups
     if trainer.mode == "separate_async":
         separate = config.trainer.v1.separate_async
         assert separate.parameter_sync_step == trainer.backend.parameter_sync_step
@@ -80,8 +82,8 @@ def test_megatron_recipe_maps_parallelism_and_routing_replay(tmp_path) -> None:
     megatron = config.actor_rollout_ref.actor.megatron
     assert (megatron.tensor_model_parallel_size, megatron.pipeline_model_parallel_size) == (4, 2)
     assert (megatron.context_parallel_size, megatron.expert_model_parallel_size) == (2, 8)
-    assert megatron.router_replay.mode == "R3"
-    assert config.actor_rollout_ref.rollout.enable_rollout_routing_replay is True
+    assert megatron.router_replay.mode == "R2"
+    assert config.actor_rollout_ref.rollout.enable_rollout_routing_replay is False
 
 
 @pytest.mark.parametrize("path", ACCELERATOR_RECIPES, ids=lambda p: p.stem)
@@ -118,12 +120,24 @@ def test_unknown_keys_are_rejected_by_the_schema() -> None:
         compose_verl_config(["trainer.no_such_key=1"])
 
 
-def test_router_replay_needs_megatron() -> None:
-    with pytest.raises(RecipeError, match="router_replay"):
+def test_router_replay_needs_megatron_and_r3_needs_recorded_routes() -> None:
+    with pytest.raises(RecipeError, match="megatron"):
         load_recipe(
             RECIPES / "qwen3.5-9b-swerebench-grpo-gpu.yaml",
-            ["trainer.backend.router_replay=R3"],
+            ["trainer.backend.router_replay=R2"],
         )
+    with pytest.raises(RecipeError, match="expert routes"):
+        load_recipe(
+            RECIPES / "qwen3-30b-a3b-r2e-gspo-gpu.yaml", ["trainer.backend.router_replay=R3"]
+        )
+
+
+def test_per_request_sampling_is_refused_on_verl(tmp_path) -> None:
+    recipe = load_recipe(
+        RECIPES / "tiny-verl-gpu.yaml", ["gateway.sampling_override=allow"]
+    )
+    with pytest.raises(VerlConfigError, match="rollout.temperature"):
+        plan_launch(recipe, run_dir=tmp_path)
 
 
 def test_hydra_values() -> None:
@@ -145,7 +159,6 @@ def test_agent_rl_train_hands_verl_recipes_to_the_launcher(tmp_path, capsys) -> 
 def test_the_train_flows_training_task_launches_verl(tmp_path) -> None:
     pytest.importorskip("prefect")
     from tasks.training import train
-
     from uni_agent_core.rl.verl.launch import VerlLaunchError
 
     recipe = load_recipe(RECIPES / "tiny-verl-gpu.yaml")

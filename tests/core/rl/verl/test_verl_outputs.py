@@ -13,7 +13,6 @@ from verl.workers.rollout.replica import TokenOutput as VerlTokenOutput  # noqa:
 
 from uni_agent_core.inference.types import FinishReason, GenerateRequest  # noqa: E402
 from uni_agent_core.rl.verl.agent_loop import (  # noqa: E402
-    OutputLimits,
     chain_output,
     select_chains,
     task_of_row,
@@ -123,7 +122,7 @@ def test_chain_selection_policies() -> None:
 
 def test_chain_output_keeps_masks_logprobs_and_version_span() -> None:
     chain = trajectory(0, 4)
-    out = chain_output(chain, episode([chain]), OutputLimits(16, 16), mask_abnormal=True)
+    out = chain_output(chain, episode([chain]), max_tokens=32, mask_abnormal=True)
     assert out.response_ids == chain.response_ids and out.response_mask == chain.loss_mask
     assert out.response_logprobs == chain.logprobs and out.reward_score == 1.0
     assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (3, 3)
@@ -131,20 +130,22 @@ def test_chain_output_keeps_masks_logprobs_and_version_span() -> None:
     assert out.as_dict()["rm_scores"][-1] == 1.0
 
 
-def test_abnormal_exits_are_masked_and_long_responses_cut() -> None:
+def test_abnormal_exits_are_masked() -> None:
     chain = trajectory(0, 6, context=4)
     result = episode([chain], exit_reason=ExitReason.TIMEOUT, reward=0.0)
-    out = chain_output(chain, result, OutputLimits(16, 8), mask_abnormal=True)
-    assert out.response_mask == [0] * 8 and len(out.response_logprobs) == 8
-    assert out.extra_fields["masked"] and out.extra_fields["truncated"]
-    kept = chain_output(chain, result, OutputLimits(16, 16), mask_abnormal=False)
-    assert sum(kept.response_mask) == 6
+    out = chain_output(chain, result, max_tokens=32, mask_abnormal=True)
+    assert out.response_mask == [0] * 10 and len(out.response_logprobs) == 10
+    assert out.extra_fields["masked"] and not out.extra_fields["truncated"]
+    kept = chain_output(chain, result, max_tokens=32, mask_abnormal=False)
+    assert sum(kept.response_mask) == 6 and not kept.extra_fields["masked"]
 
 
-def test_a_prompt_over_verls_prompt_length_is_an_error() -> None:
-    chain = trajectory(0, 2)
-    with pytest.raises(ValueError, match="rollout.prompt_length"):
-        chain_output(chain, episode([chain]), OutputLimits(2, 16), mask_abnormal=True)
+def test_a_chain_over_the_context_is_cut_and_masked_not_an_error() -> None:
+    chain = trajectory(0, 6, context=4)  # 3 prompt + 10 response tokens
+    out = chain_output(chain, episode([chain]), max_tokens=11, mask_abnormal=True)
+    assert len(out.response_ids) == len(out.response_logprobs) == 8
+    assert out.response_mask == [0] * 8
+    assert out.extra_fields["truncated"] and out.extra_fields["masked"]
 
 
 def test_task_spec_comes_from_extra_info() -> None:
