@@ -34,6 +34,9 @@ class EmbeddedBackendConfig(ConfigModel):
     """Tokens per forward/backward micro-batch; gradients accumulate over micro-batches."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
+    role_switching: bool = True
+    """separate_async: while the trainer waits for its next batch, its own model serves
+    rollouts as one more replica behind the router (reclaimed when the batch is ready)."""
 
 
 class ActorParallelConfig(ConfigModel):
@@ -113,6 +116,11 @@ class VerlBackendConfig(ConfigModel):
     role_switching: bool = True
     """separate_async: lend idle trainer devices to rollout while the trainer waits for data
     (verl's `hybrid_rollout.enable_switch`), reclaimed when enough of a batch is ready."""
+    filter_groups: bool = False
+    """verl's dynamic sampling: evict groups whose rewards are all equal and generate new ones
+    in their place. verl's v1 trainers refill without bound, so a run whose policy never
+    solves (or always solves) its tasks would spin; enable it when the curriculum keeps the
+    task set in the learnable band. Off, such groups train with zero advantage (no gradient)."""
     chain_selection: ChainSelection = "all"
     """Chains of a split session that become samples: `all` (each with the episode's reward),
     `longest` (most sampled tokens) or `last` (the final context)."""
@@ -155,6 +163,15 @@ class VerlBackendConfig(ConfigModel):
                             "(use actor.ulysses_sequence_parallel_size for long sequences)",
                         )
                     )
+        if self.router_replay == "R3":
+            problems.append(
+                (
+                    "router_replay",
+                    "R3 replays the rollout servers' expert routes, which agent-rl's gateway "
+                    "does not record yet (UniAgentLoop returns no routed_experts); use R2 "
+                    "(routes recorded in the training forward pass) or disabled",
+                )
+            )
         if self.router_replay != "disabled" and self.strategy != "megatron":
             problems.append(
                 (

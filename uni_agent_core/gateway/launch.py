@@ -46,12 +46,13 @@ def build_manager(
     *,
     router: RouterConfig | None = None,
     max_total_tokens: int | None = None,
+    lendable: Engine | None = None,
 ) -> SessionManager:
-    """Engine replicas (behind the router when there are several), tokenizer and session
-    manager for one gateway process."""
+    """Engine replicas (behind the router when there are several, or a `lendable` one), the
+    tokenizer and the session manager for one gateway process."""
     from uni_agent_core.router.build import build_routed_engine
 
-    engine: Engine = build_routed_engine(policy, engine_config, router)
+    engine: Engine = build_routed_engine(policy, engine_config, router, lendable=lendable)
     tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(policy)
     return SessionManager(
         engine,

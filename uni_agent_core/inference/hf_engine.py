@@ -216,20 +216,23 @@ class HFEngine:
         self._wake.set()
 
     async def update_weights(
-        self, state: Mapping[str, torch.Tensor] | str | Path, version: int
+        self, state: Mapping[str, torch.Tensor] | str | Path | None, version: int
     ) -> None:
         """Load new weights between steps; later tokens carry `version`.
 
         Args:
             state: a state dict (names as in `model.state_dict()`), or a directory / file of
-                safetensors written by `save_pretrained`.
+                safetensors written by `save_pretrained`; None when the engine serves a module
+                someone else updated in place (the trainer's own model, lent for rollouts):
+                only the version changes and caches computed with the old weights are dropped.
             version: the new policy version.
         """
         self._ensure_started()
         was_paused = self._paused
         await self.pause()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, load_weights, self.model, state)
+        if state is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, load_weights, self.model, state)
         self.policy_version = version
         if self.prefix_cache is not None:
             self.prefix_cache.clear()

@@ -11,6 +11,10 @@ in the recipe's mode:
   in-flight generations on them (partial rollout: one trajectory can span versions). Staleness
   is bounded by `trainer.staleness`: `wait` stops launching groups that would exceed the bound,
   `drop` discards groups whose oldest token is too old.
+- `separate_async`: the rollout replicas (`router.replicas`) keep generating while the trainer
+  trains, as above; while the trainer waits for its next batch it lends its own model to the
+  router as one more replica and reclaims it when the batch is ready (role switching,
+  `role_switch.py`).
 
 Per step it appends one JSON line to `<run dir>/metrics.jsonl` and prints a progress line; the
 checkpoint (every `checkpoint_interval` steps and at the end) records the sampler cursor and
@@ -36,6 +40,7 @@ from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.sampler import DynamicSampler
 from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.rl.checkpoint import latest_complete, restore_checkpoint
+from uni_agent_core.rl.role_switch import RoleSwitch, TrainerReplica
 from uni_agent_core.rl.rollout import RolloutDriver
 from uni_agent_core.rl.sampler import EpochSampler
 from uni_agent_core.rl.stack import episode_concurrency, rollout_stack
@@ -110,12 +115,6 @@ class TrainingRun:
             raise ValueError(
                 "trainer.backend.type: `agent-rl train` runs the embedded trainer; verl recipes "
                 "launch through the verl launcher"
-            )
-        if recipe.trainer.mode == "separate_async":
-            raise ValueError(
-                "trainer.mode: separate_async needs separate rollout replicas behind the router "
-                "(role switching lends the trainer to them); the embedded run supports sync and "
-                "colocated_async"
             )
         self.recipe = recipe
         self.run_dir = run_dir or default_run_dir(recipe)
@@ -198,11 +197,18 @@ class TrainingRun:
             self._open_tracker(mlflow_run, len(tasks))
         status = "FAILED"
         try:
+            lendable = self._trainer_replica(trainer)
             async with rollout_stack(
-                self.recipe, max_concurrency=concurrency, driver_class=self.driver_class
+                self.recipe,
+                max_concurrency=concurrency,
+                driver_class=self.driver_class,
+                lendable=lendable,
             ) as stack:
                 if trainer.version:
                     await stack.engine.update_weights(trainer.engine_state(), trainer.version)
+                role_switch = None
+                if lendable is not None:
+                    role_switch = RoleSwitch(stack.engine, stack.engine.engines.index(lendable))
                 loop = StepLoop(
                     self,
                     tasks,
@@ -213,12 +219,28 @@ class TrainingRun:
                     pending,
                     summary,
                     launched,
+                    role_switch=role_switch,
                 )
                 await loop.run(start_step)
             status = "FINISHED"
         finally:
             self._close_tracker(status)
         return summary
+
+    def _trainer_replica(self, trainer: EmbeddedTrainer) -> TrainerReplica | None:
+        """separate_async: the trainer's model as a lendable rollout replica (role switching)."""
+        recipe = self.recipe
+        if recipe.trainer.mode != "separate_async" or not recipe.trainer.backend.role_switching:
+            return None
+        engine = recipe.engine
+        return TrainerReplica(
+            trainer.model,
+            self.tokenizer,
+            max_batch_size=engine.max_batch_size,
+            prefix_cache_tokens=engine.prefix_cache_tokens,
+            max_model_len=engine.max_model_len,
+            policy_version=trainer.version,
+        )
 
     def _open_tracker(self, run_id: str | None, task_count: int) -> None:
         from uni_agent_core.tracking.mlflow_tracker import MlflowTracker

@@ -44,6 +44,7 @@ async def rollout_stack(
     driver_class: type[RolloutDriver] = RolloutDriver,
     weights: Path | None = None,
     version: int = 0,
+    lendable: Any = None,
 ) -> AsyncIterator[RolloutStack]:
     """Build and serve the recipe's rollout stack for the duration of the block.
 
@@ -53,6 +54,8 @@ async def rollout_stack(
         driver_class: the rollout driver (a subclass can post-process episodes).
         weights: a checkpoint's `model/` directory to start the engine from.
         version: the policy version of those weights.
+        lendable: an engine over the trainer's own model, added to the router parked (role
+            switching in separate_async).
     """
     from uni_agent_core.gateway.embedded import serving_gateway
     from uni_agent_core.gateway.launch import build_manager
@@ -64,6 +67,7 @@ async def rollout_stack(
         recipe.gateway,
         router=recipe.router,
         max_total_tokens=max_context,
+        lendable=lendable,
     )
     async with serving_gateway(manager) as url:
         if weights is not None:

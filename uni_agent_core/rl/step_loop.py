@@ -1,9 +1,11 @@
 """The step loop of a training run: launching groups, staleness, training, bookkeeping.
 
-Both modes share it. `sync` launches `batch_size` groups per step and trains on exactly them;
+Every mode shares it. `sync` launches `batch_size` groups per step and trains on exactly them;
 `colocated_async` keeps groups running ahead of the trainer within the staleness bound (see
 `_fill`), trains in a worker thread while rollouts continue, and pushes weights to the engine,
-which pauses, loads them and resumes in-flight generations (partial rollout). Every episode
+which pauses, loads them and resumes in-flight generations (partial rollout). `separate_async`
+does the same over the rollout replicas and, while the trainer waits for its batch, lends the
+trainer's own model to them as one more replica (`role_switch.RoleSwitch`). Every episode
 feeds the curriculum sampler and the attempt history as it finishes; every step writes one
 metrics line (and MLflow point) and, on schedule, a checkpoint that records groups launched but
 not trained.
@@ -53,6 +55,7 @@ class StepLoop:
         pending: list[str],
         summary: RunSummary,
         launched: int,
+        role_switch: Any = None,
     ) -> None:
         self.run_ = run
         self.config = run.recipe.trainer
@@ -72,6 +75,8 @@ class StepLoop:
         self.in_flight: dict[asyncio.Task[_Group], str] = {}
         self.ready: asyncio.Queue[_Group] = asyncio.Queue()
         self.metrics_path = run.run_dir / "metrics.jsonl"
+        self.role_switch = role_switch
+        """`RoleSwitch` in separate_async: the trainer serves rollouts while it waits."""
 
     def _next_task_id(self) -> str:
         return self.replay.pop(0) if self.replay else self.sampler.next_task()
@@ -134,7 +139,8 @@ class StepLoop:
             if self.run_.stop_after_steps is None
             else min(total, start_step + self.run_.stop_after_steps)
         )
-        asynchronous = self.config.mode == "colocated_async"
+        asynchronous = self.config.mode in ("colocated_async", "separate_async")
+        switch = self.role_switch
         bound = self.config.staleness.max_versions or 0
         per_step = self.config.batch_size
         try:
@@ -150,6 +156,8 @@ class StepLoop:
                 dropped = 0
                 while len(groups) < per_step:
                     clock = time.perf_counter()
+                    if switch is not None and self.ready.empty():
+                        switch.lend()  # nothing to train yet: serve rollouts meanwhile
                     group = await self._take()
                     waited += time.perf_counter() - clock
                     if asynchronous and self._too_stale(group, bound):
@@ -158,6 +166,8 @@ class StepLoop:
                         self._fill(step, bound)
                         continue
                     groups.append(group)
+                if switch is not None:
+                    await switch.reclaim()
                 results = [r for g in groups for r in g.results]
                 metrics = episode_metrics(results, self.trainer.version)
                 rollout_s = time.perf_counter() - step_started
@@ -179,6 +189,8 @@ class StepLoop:
                         "train/policy_version": float(self.trainer.version),
                     }
                 )
+                if switch is not None:
+                    metrics.update(switch.step_metrics())
                 if hasattr(self.sampler, "metrics"):
                     metrics.update(self.sampler.metrics())
                 self._record(step + 1, metrics)

@@ -11,9 +11,15 @@ from uni_agent_core.router.policies import make_policy
 from uni_agent_core.router.router import Router
 
 
-def router_over(engines: Sequence[Engine], config: RouterConfig, names: Sequence[str]) -> Engine:
-    """One engine as is; several behind a `Router` with the recipe's policy."""
-    if len(engines) == 1:
+def router_over(
+    engines: Sequence[Engine],
+    config: RouterConfig,
+    names: Sequence[str],
+    *,
+    always: bool = False,
+) -> Engine:
+    """One engine as is (unless `always`); several behind a `Router` with the recipe's policy."""
+    if len(engines) == 1 and not always:
         return engines[0]
     policy = make_policy(
         config.policy,
@@ -37,9 +43,17 @@ def router_over(engines: Sequence[Engine], config: RouterConfig, names: Sequence
 
 
 def build_routed_engine(
-    policy: PolicyConfig, engine: EngineConfig, router: RouterConfig | None = None
+    policy: PolicyConfig,
+    engine: EngineConfig,
+    router: RouterConfig | None = None,
+    *,
+    lendable: Engine | None = None,
 ) -> Engine:
-    """The recipe's replicas (`router.replicas` HF engines, or one per server URL), routed."""
+    """The recipe's replicas (`router.replicas` HF engines, or one per server URL), routed.
+
+    `lendable` (role switching: the trainer's own model) joins the router parked, out of the
+    pool until `Router.lend`; with it there is always a `Router`, even over one replica.
+    """
     from uni_agent_core.inference.builder import build_engines
 
     config = router or RouterConfig()
@@ -51,4 +65,8 @@ def build_routed_engine(
             config = config.model_copy(update={"kv_capacity_tokens": engine.prefix_cache_tokens})
     else:
         names = list(engine.base_urls or [])
-    return router_over(engines, config, names)
+    routed = router_over(engines, config, names, always=lendable is not None)
+    if lendable is not None:
+        assert isinstance(routed, Router)
+        routed.add_lendable(lendable, "trainer")
+    return routed

@@ -178,6 +178,31 @@ class RoutingCore:
             replica.sessions.clear()
             self.counters.readmitted += 1
 
+    def add_replica(self, name: str, *, kv_capacity_tokens: int | None = None) -> int:
+        """A new replica, parked (out of the pool until `unpark`); returns its index."""
+        index = len(self.replicas)
+        self.replicas.append(
+            ReplicaLoad(
+                index=index,
+                name=name,
+                tree=PrefixTree(kv_capacity_tokens),
+                kv_capacity_tokens=kv_capacity_tokens,
+                healthy=False,
+                parked=True,
+            )
+        )
+        return index
+
+    def park(self, index: int) -> None:
+        """Take a replica out of the pool on purpose (its in-flight requests still finish)."""
+        self.eject(index)
+        self.replicas[index].parked = True
+
+    def unpark(self, index: int) -> None:
+        """Return a parked replica to the pool (with an empty cache model)."""
+        self.replicas[index].parked = False
+        self.readmit(index)
+
     def reconcile(
         self, index: int, *, free_kv_tokens: int | None, cached_prefix_tokens: int | None
     ) -> None:

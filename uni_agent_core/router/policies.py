@@ -67,6 +67,10 @@ class ReplicaLoad:
     active_kv_at_report: int = 0
     """`active_kv_tokens` when that report came, so the estimate follows later dispatches."""
     healthy: bool = True
+    """In the pool: takes new requests."""
+    parked: bool = False
+    """Out of the pool on purpose (a lendable replica, e.g. the trainer, while it trains): never
+    probed, never re-admitted by health checks, only by `RoutingCore.unpark`."""
     consecutive_failures: int = 0
     sessions: set[str] = field(default_factory=set)
 

@@ -9,6 +9,10 @@ update), re-admits a recovered one, and reconciles the router's residency model 
 engine reports in `stats()` (remote servers are first asked for their free KV memory). Weight
 updates, pause and resume go to every replica; a weight update clears the residency model (KV
 computed by old weights is never reused).
+
+Role switching: `add_lendable` registers a replica that stays out of the pool (parked: never
+probed) until `lend`; `reclaim` parks it again and waits for its in-flight requests to finish,
+so its owner (the trainer, whose own model it serves) can train on it safely.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,6 +74,8 @@ class Router:
         self.invalidate_on_update = invalidate_on_update
         self._health_task: asyncio.Task[None] | None = None
         self._closed = False
+        self.lends = 0
+        """Times a lendable replica joined the pool."""
 
     @property
     def policy_name(self) -> str:
@@ -138,6 +145,8 @@ class Router:
 
     async def _probe(self, index: int) -> None:
         engine, replica = self.engines[index], self.core.replicas[index]
+        if replica.parked:
+            return  # lent elsewhere (e.g. the trainer, training): not ours to touch
         try:
             refresh = getattr(engine, "refresh_server_stats", None)
             if refresh is not None:
@@ -159,6 +168,28 @@ class Router:
             free_kv_tokens=stats.free_kv_tokens,
             cached_prefix_tokens=stats.cached_prefix_tokens if stats.cached_prefixes else None,
         )
+
+    # -- lendable replicas (role switching) -----------------------------------------------------
+
+    def add_lendable(self, engine: Engine, name: str) -> int:
+        """Add a replica that is out of the pool until `lend` (e.g. the trainer's own model)."""
+        self.engines.append(engine)
+        return self.core.add_replica(name)
+
+    def lend(self, index: int) -> None:
+        """Put a lendable replica in the pool: it takes new requests from now on."""
+        self.core.unpark(index)
+        self.lends += 1
+
+    async def reclaim(self, index: int, *, poll_s: float = 0.005) -> float:
+        """Take a lent replica out of the pool and wait until its requests have finished;
+        returns the seconds spent draining."""
+        self.core.park(index)
+        replica = self.core.replicas[index]
+        started = time.perf_counter()
+        while replica.in_flight:
+            await asyncio.sleep(poll_s)
+        return time.perf_counter() - started
 
     # -- the rest of the Engine protocol --------------------------------------------------------
 

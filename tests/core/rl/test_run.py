@@ -155,14 +155,22 @@ def test_sigkilled_run_resumes_with_the_same_losses(tmp_path) -> None:
         assert ours["train/reward_mean"] == theirs["train/reward_mean"]
 
 
-@pytest.mark.parametrize("mode", ["separate_async"])
-def test_unsupported_modes_say_why(mode) -> None:
-    from uni_agent_core.config import load_recipe
-    from uni_agent_core.rl.run import TrainingRun
-
-    recipe = load_recipe(CI_SMOKE, [f"trainer.mode={mode}", "trainer.staleness.max_versions=1"])
-    with pytest.raises(ValueError, match="router"):
-        TrainingRun(recipe)
+def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(tmp_path) -> None:
+    overrides = [
+        *SMALL,
+        "trainer.mode=separate_async",
+        "trainer.total_steps=3",
+        "trainer.max_concurrent_episodes=2",
+        "trainer.staleness.max_versions=1",
+    ]
+    run = parity_run(CI_SMOKE, str(tmp_path / "separate"), overrides)
+    rows = run.run().metrics
+    assert len(rows) == 3 and rows[-1]["train/policy_version"] >= 1
+    assert all(row.get("train/staleness_max", 0) <= 1 for row in rows)
+    # The trainer waited for every batch, so it served rollouts meanwhile, and sampled tokens.
+    assert all(row["perf/trainer_lent_s"] > 0 for row in rows)
+    assert sum(row["rollout/trainer_replica_tokens"] for row in rows) > 0
+    assert all(row["perf/trainer_reclaim_s"] >= 0 for row in rows)
 
 
 def test_curriculum_enabled_run_feeds_history_and_reports_metrics(tmp_path) -> None:

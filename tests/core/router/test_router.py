@@ -204,3 +204,32 @@ def test_probes_ask_remote_replicas_for_their_free_kv_before_reconciling() -> No
     outputs = [asyncio.run(router.generate(_request(f"s{i}", [i], f"q{i}"))) for i in range(3)]
     assert len(outputs) == 3
     assert [rid for rid in replicas[1].served if rid.startswith("q")] == []  # (b answered a probe)
+
+
+def test_a_lendable_replica_serves_only_while_lent_and_reclaim_drains_it() -> None:
+    rollout, trainer = FakeReplica("rollout"), FakeReplica("trainer", delay_s=0.05)
+    router = Router([rollout], make_policy("least_requests"), health_check_interval_s=0.01)
+    index = router.add_lendable(trainer, "trainer")
+
+    async def main() -> None:
+        # Parked: never routed to, never probed (the trainer may be mid-update).
+        await asyncio.gather(*(router.generate(_request(f"s{i}", [i], f"a{i}")) for i in range(4)))
+        await router.check_health()
+        assert trainer.attempts == [] and rollout.served
+        router.lend(index)
+        lent = [router.generate(_request(f"t{i}", [i], f"b{i}")) for i in range(6)]
+        batch = asyncio.gather(*lent)
+        await asyncio.sleep(0.01)  # some requests are now in flight on the trainer
+        drained_s = await router.reclaim(index)
+        # Reclaim returned only after the trainer's requests finished; none were lost.
+        assert router.core.replicas[index].in_flight == 0 and drained_s > 0
+        await batch
+        served_while_lent = len(trainer.served)
+        await router.generate(_request("late", [9], "c0"))
+        await router.check_health()
+        assert len(trainer.served) == served_while_lent > 0
+        assert len(trainer.attempts) == served_while_lent  # no probe touched it
+        await router.close()
+
+    asyncio.run(main())
+    assert router.lends == 1 and router.core.replicas[index].parked
