@@ -1,4 +1,4 @@
-"""Benchmark the training modes on the same work: sync vs colocated_async (partial rollout).
+"""Benchmark the training modes on the same work: sync, colocated_async, separate_async.
 
     python bench/async_modes.py [--steps 6] [--batch 2] [--group 2] [--latency-median 3.0]
 
@@ -14,9 +14,14 @@ injected, and only here:
   and nothing to train; the reward is the parity of the episode's sampled token ids (the test
   suite's `ParityRewardDriver`), so the trainer really updates and pushes weights every step.
 
+Modes: `sync`; `colocated_async` (partial rollout); `separate_async` with role switching (the
+rollout replica never stops for training; the idle trainer lends its own model as a second
+replica) and, for comparison, `separate_async` without role switching.
+
 Printed: wall clock, episodes/s and sampled tokens/s per mode, as ratios to `sync` measured in
-the same run (this machine is noisy; compare ratios). `separate_async` needs rollout replicas
-behind the router (not in the embedded run yet) and is reported as such.
+the same run (this machine is noisy; compare ratios); then the router simulator's cluster model
+of the same modes on 8 nodes of 8 H200s next to the published Uni-Agent figures
+(`uni_agent_core/router/sim/async_rl.py`; `--no-cluster` skips it).
 """
 
 from __future__ import annotations
@@ -51,9 +56,21 @@ def _latency_driver(median: float, sigma: float) -> type[ParityRewardDriver]:
     return LongTailDriver
 
 
+MODES: dict[str, list[str]] = {
+    "sync": ["trainer.mode=sync"],
+    "colocated_async": ["trainer.mode=colocated_async"],
+    "separate_async": ["trainer.mode=separate_async"],
+    "separate (no switch)": [
+        "trainer.mode=separate_async",
+        "trainer.backend.role_switching=false",
+    ],
+}
+"""Row label -> recipe overrides."""
+
+
 def run_mode(mode: str, args: argparse.Namespace, work: Path) -> dict[str, float]:
     overrides = [
-        f"trainer.mode={mode}",
+        *MODES[mode],
         f"trainer.total_steps={args.steps}",
         f"trainer.batch_size={args.batch}",
         f"trainer.group_size={args.group}",
@@ -70,10 +87,11 @@ def run_mode(mode: str, args: argparse.Namespace, work: Path) -> dict[str, float
     ]
     if mode != "sync":
         overrides.append("trainer.staleness.max_versions=1")
+    slug = mode.replace(" ", "-").replace("(", "").replace(")", "")
     recipe = load_recipe(ROOT / "recipes" / "ci-smoke.yaml", overrides)
     run = TrainingRun(
         recipe,
-        run_dir=work / mode,
+        run_dir=work / slug,
         echo=lambda line: print(f"  [{mode}] {line}", flush=True),
         driver_class=_latency_driver(args.latency_median, args.latency_sigma),
     )
@@ -92,6 +110,10 @@ def run_mode(mode: str, args: argparse.Namespace, work: Path) -> dict[str, float
         "tokens_per_s": tokens / wall,
         "staleness_max": max(r.get("train/staleness_max", 0.0) for r in summary.metrics),
         "multi_version": max(r.get("train/multi_version_frac", 0.0) for r in summary.metrics),
+        "trainer_lent_s": sum(r.get("perf/trainer_lent_s", 0.0) for r in summary.metrics),
+        "trainer_tokens": sum(
+            r.get("rollout/trainer_replica_tokens", 0.0) for r in summary.metrics
+        ),
     }
 
 
@@ -102,11 +124,13 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=2)
     parser.add_argument("--latency-median", type=float, default=3.0)
     parser.add_argument("--latency-sigma", type=float, default=1.0)
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--no-cluster", action="store_true", help="skip the 8-node model")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-async-"))
     results: dict[str, dict[str, float]] = {}
     try:
-        for mode in ("sync", "colocated_async"):
+        for mode in dict.fromkeys(["sync", *args.modes]):
             print(f"running {mode} ...", flush=True)
             results[mode] = run_mode(mode, args, work)
     finally:
@@ -118,19 +142,30 @@ def main() -> None:
         f"sandbox latency lognormal(median {args.latency_median:g}s, sigma {args.latency_sigma:g})"
     )
     header = (
-        f"{'mode':<18}{'wall s':>9}{'episodes':>10}{'ep/s':>8}{'tok/s':>8}"
+        f"{'mode':<22}{'wall s':>9}{'episodes':>10}{'ep/s':>8}{'tok/s':>8}"
         f"{'speed-up':>10}{'thru x':>8}{'stale max':>11}{'multi-ver':>11}"
+        f"{'lent s':>8}{'lent tok':>10}"
     )
     print(header)
     print("-" * len(header))
     for mode, row in results.items():
         print(
-            f"{mode:<18}{row['wall_s']:>9.1f}{row['episodes']:>10.0f}{row['episodes_per_s']:>8.2f}"
+            f"{mode:<22}{row['wall_s']:>9.1f}{row['episodes']:>10.0f}{row['episodes_per_s']:>8.2f}"
             f"{row['tokens_per_s']:>8.0f}{base['wall_s'] / row['wall_s']:>9.2f}x"
             f"{row['tokens_per_s'] / base['tokens_per_s']:>7.2f}x"
             f"{row['staleness_max']:>11.0f}{row['multi_version']:>11.2f}"
+            f"{row['trainer_lent_s']:>8.1f}{row['trainer_tokens']:>10.0f}"
         )
-    print(f"{'separate_async':<18}  n/a: needs rollout replicas behind the router (issue 10)")
+    if not args.no_cluster:
+        print_cluster_model()
+
+
+def print_cluster_model() -> None:
+    """The same modes on a simulated 8-node cluster, next to Uni-Agent's published figures."""
+    from uni_agent_core.router.sim.async_rl import format_table, reproduce_uni_agent
+
+    print()
+    print(format_table(reproduce_uni_agent()))
 
 
 if __name__ == "__main__":
