@@ -54,6 +54,13 @@ def build_manager(
 
     engine: Engine = build_routed_engine(policy, engine_config, router, lendable=lendable)
     tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(policy)
+    return session_manager(engine, tokenizer, gateway, max_total_tokens)
+
+
+def session_manager(
+    engine: Engine, tokenizer: Any, gateway: GatewayConfig, max_total_tokens: int | None
+) -> SessionManager:
+    """The session manager of a recipe's gateway section over `engine`."""
     return SessionManager(
         engine,
         tokenizer,

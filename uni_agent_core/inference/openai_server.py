@@ -43,7 +43,6 @@ from uni_agent_core.inference.server_wire import (
 from uni_agent_core.inference.types import (
     EngineClosedError,
     EngineStats,
-    FinishReason,
     GenerateRequest,
     PauseMode,
     TokenOutput,
@@ -368,14 +367,7 @@ class OpenAIServerEngine:
 
     def _abort_output(self, request: GenerateRequest) -> TokenOutput:
         self._aborted += 1
-        return TokenOutput(
-            request_id=request.request_id,
-            token_ids=[],
-            logprobs=[],
-            finish_reason=FinishReason.ABORT,
-            policy_version=[],
-            prompt_tokens=len(request.prompt_ids),
-        )
+        return TokenOutput.aborted(request)
 
     async def _model_name(self) -> str:
         if self._model is None:

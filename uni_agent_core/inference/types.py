@@ -85,6 +85,18 @@ class TokenOutput(BaseModel):
     prompt_tokens: int = 0
     """Length of the prompt the engine saw."""
 
+    @classmethod
+    def aborted(cls, request: GenerateRequest) -> TokenOutput:
+        """The output of a request that ended before sampling anything (`abort`)."""
+        return cls(
+            request_id=request.request_id,
+            token_ids=[],
+            logprobs=[],
+            finish_reason=FinishReason.ABORT,
+            policy_version=[],
+            prompt_tokens=len(request.prompt_ids),
+        )
+
     @model_validator(mode="after")
     def _check_alignment(self) -> TokenOutput:
         n = len(self.token_ids)

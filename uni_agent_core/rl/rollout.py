@@ -22,6 +22,7 @@ from typing import Any
 
 from uni_agent_core.config.harness import HarnessConfig
 from uni_agent_core.config.overrides import section_for_task
+from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.reward import RewardConfig
 from uni_agent_core.config.sandbox import SandboxConfig
 from uni_agent_core.envs.verifier import Verifier, task_sandbox_factory
@@ -66,6 +67,22 @@ class RolloutDriver:
         """Episodes ended by infrastructure failures, by exception type."""
         self.on_episode: Callable[[RolloutResult], None] | None = None
         """Called with every finished episode, as it finishes (the curriculum's feed)."""
+
+    @classmethod
+    def for_recipe(
+        cls, recipe: Recipe, *, manager: SessionManager, gateway_url: str, max_concurrency: int
+    ) -> RolloutDriver:
+        """A driver with the recipe's harness, sandbox and reward, sessions capped at its
+        training context."""
+        return cls(
+            manager=manager,
+            gateway_url=gateway_url,
+            harness=recipe.harness,
+            sandbox=recipe.sandbox,
+            reward=recipe.reward,
+            max_concurrency=max_concurrency,
+            max_total_tokens=recipe.trainer.max_context_tokens,
+        )
 
     def _policy_version(self) -> int:
         return int(self.manager.engine.stats().policy_version)

@@ -72,13 +72,7 @@ async def rollout_stack(
     async with serving_gateway(manager) as url:
         if weights is not None:
             await manager.engine.update_weights(str(weights), version)
-        driver = driver_class(
-            manager=manager,
-            gateway_url=url,
-            harness=recipe.harness,
-            sandbox=recipe.sandbox,
-            reward=recipe.reward,
-            max_concurrency=max_concurrency,
-            max_total_tokens=max_context,
+        driver = driver_class.for_recipe(
+            recipe, manager=manager, gateway_url=url, max_concurrency=max_concurrency
         )
         yield RolloutStack(manager, driver, url)

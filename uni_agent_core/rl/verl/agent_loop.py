@@ -188,8 +188,7 @@ async def episode_service(
     so sandboxes and sessions stay within `trainer.max_concurrent_episodes` overall.
     """
     from uni_agent_core.gateway.embedded import serving_gateway
-    from uni_agent_core.gateway.launch import settings_from_config
-    from uni_agent_core.gateway.manager import SessionManager
+    from uni_agent_core.gateway.launch import session_manager
 
     loop_id = id(asyncio.get_running_loop())
     key = (loop_id, id(server_manager), recipe.name)
@@ -199,25 +198,11 @@ async def episode_service(
             return _services[key]
         max_context = recipe.trainer.max_context_tokens
         engine = VerlServerEngine(server_manager, eos_token_ids=eos_token_ids)
-        gateway = recipe.gateway
-        manager = SessionManager(
-            engine,
-            tokenizer,
-            settings=settings_from_config(gateway, max_context),
-            tool_parser=gateway.tool_parser,
-            session_ttl_s=gateway.session_ttl_s,
-            max_sessions=gateway.max_sessions,
-        )
+        manager = session_manager(engine, tokenizer, recipe.gateway, max_context)
         exits = AsyncExitStack()
         url = await exits.enter_async_context(serving_gateway(manager))
-        driver = RolloutDriver(
-            manager=manager,
-            gateway_url=url,
-            harness=recipe.harness,
-            sandbox=recipe.sandbox,
-            reward=recipe.reward,
-            max_concurrency=per_worker_concurrency(recipe),
-            max_total_tokens=max_context,
+        driver = RolloutDriver.for_recipe(
+            recipe, manager=manager, gateway_url=url, max_concurrency=per_worker_concurrency(recipe)
         )
         service = _services[key] = EpisodeService(engine, driver, url, exits)
         logger.info("uni_agent: gateway for verl's rollout servers on %s", url)

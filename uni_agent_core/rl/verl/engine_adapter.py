@@ -75,7 +75,7 @@ class VerlServerEngine:
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         await self._admitting.wait()
         if self._closed:
-            return self._aborted(request)
+            return TokenOutput.aborted(request)
         params: dict[str, Any] = {
             "temperature": request.temperature,
             "top_p": request.top_p,
@@ -131,16 +131,6 @@ class VerlServerEngine:
             finish_reason=finish,
             policy_version=versions,
             cached_prefix_tokens=int(cached) if cached else 0,
-            prompt_tokens=len(request.prompt_ids),
-        )
-
-    def _aborted(self, request: GenerateRequest) -> TokenOutput:
-        return TokenOutput(
-            request_id=request.request_id,
-            token_ids=[],
-            logprobs=[],
-            finish_reason=FinishReason.ABORT,
-            policy_version=[],
             prompt_tokens=len(request.prompt_ids),
         )
 
