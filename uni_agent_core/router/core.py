@@ -179,7 +179,7 @@ class RoutingCore:
             self.counters.readmitted += 1
 
     def add_replica(self, name: str, *, kv_capacity_tokens: int | None = None) -> int:
-        """A new replica, parked (out of the pool until `unpark`); returns its index."""
+        """A new lendable replica, parked (out of the pool until `unpark`); returns its index."""
         index = len(self.replicas)
         self.replicas.append(
             ReplicaLoad(
@@ -189,6 +189,7 @@ class RoutingCore:
                 kv_capacity_tokens=kv_capacity_tokens,
                 healthy=False,
                 parked=True,
+                lendable=True,
             )
         )
         return index

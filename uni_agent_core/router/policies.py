@@ -70,7 +70,10 @@ class ReplicaLoad:
     """In the pool: takes new requests."""
     parked: bool = False
     """Out of the pool on purpose (a lendable replica, e.g. the trainer, while it trains): never
-    probed, never re-admitted by health checks, only by `RoutingCore.unpark`."""
+    re-admitted by health checks, only by `RoutingCore.unpark`."""
+    lendable: bool = False
+    """Lent by its owner (the trainer's own model): never health-probed, lent or not, so a
+    reclaim that waited for its requests leaves nothing running on it."""
     consecutive_failures: int = 0
     sessions: set[str] = field(default_factory=set)
 

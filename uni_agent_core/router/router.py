@@ -10,9 +10,9 @@ engine reports in `stats()` (remote servers are first asked for their free KV me
 updates, pause and resume go to every replica; a weight update clears the residency model (KV
 computed by old weights is never reused).
 
-Role switching: `add_lendable` registers a replica that stays out of the pool (parked: never
-probed) until `lend`; `reclaim` parks it again and waits for its in-flight requests to finish,
-so its owner (the trainer, whose own model it serves) can train on it safely.
+Role switching: `add_lendable` registers a replica that stays out of the pool (parked) until
+`lend` and is never probed; `reclaim` parks it again and waits for its in-flight requests to
+finish, so its owner (the trainer, whose own model it serves) can train on it safely.
 """
 
 from __future__ import annotations
@@ -145,8 +145,8 @@ class Router:
 
     async def _probe(self, index: int) -> None:
         engine, replica = self.engines[index], self.core.replicas[index]
-        if replica.parked:
-            return  # lent elsewhere (e.g. the trainer, training): not ours to touch
+        if replica.parked or replica.lendable:
+            return  # its owner's (the trainer's) model: only routed requests, which reclaim awaits
         try:
             refresh = getattr(engine, "refresh_server_stats", None)
             if refresh is not None:
