@@ -162,6 +162,10 @@ def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(tmp_path)
         "trainer.total_steps=3",
         "trainer.max_concurrent_episodes=2",
         "trainer.staleness.max_versions=1",
+        # Round robin alternates the lent trainer with the rollout replica, so the first step
+        # (the trainer is lent before any group can finish) always sends it requests; the
+        # cache-aware default would rightly keep these few sessions on their warm replica.
+        "router.policy=round_robin",
     ]
     run = parity_run(CI_SMOKE, str(tmp_path / "separate"), overrides)
     rows = run.run().metrics
@@ -169,7 +173,7 @@ def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(tmp_path)
     assert all(row.get("train/staleness_max", 0) <= 1 for row in rows)
     # The trainer waited for every batch, so it served rollouts meanwhile, and sampled tokens.
     assert all(row["perf/trainer_lent_s"] > 0 for row in rows)
-    assert sum(row["rollout/trainer_replica_tokens"] for row in rows) > 0
+    assert rows[0]["rollout/trainer_replica_tokens"] > 0
     assert all(row["perf/trainer_reclaim_s"] >= 0 for row in rows)
 
 

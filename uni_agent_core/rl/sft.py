@@ -1,0 +1,178 @@
+"""Supervised warm start from gold trajectories (before RL, when a policy cannot yet act).
+
+A tiny policy rarely emits a well-formed tool call, so RL has no successful episode to
+reinforce. The warm start shows it the gold actions in the exact token stream it will be
+trained and served on:
+
+1. `gold_actions(task)`: the tool calls that solve a task whose gold patch changes one line —
+   an `editor` `str_replace` of that line, then `submit` — written in the gateway's hermes
+   tool-call syntax.
+2. `gold_trajectories(recipe, tasks)`: each task's episode run through the real stack (gateway,
+   ReAct harness, sandbox, verifier) with a `ScriptedEngine` that replies with those calls; only
+   episodes the verifier scores as resolved are kept. The gateway records the tokens, so the
+   trajectories are what the policy would have had to sample, token for token.
+3. `supervised_warm_start(model, trajectories)`: AdamW on the negative log-likelihood of the
+   sampled (mask 1) tokens, in micro-batches by token budget; context tokens carry no loss.
+
+Tasks with multi-line or multi-file gold patches (micro-swe L3, most real SWE tasks) have no
+gold action here and are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.rl.batch import trajectories_to_batch
+from uni_agent_core.rl.logprobs import token_logprobs
+from uni_agent_core.rl.trainer import micro_batches
+from uni_agent_core.types import TaskSpec, Trajectory
+
+_HUNK_FILE = re.compile(r"^\+\+\+ b/(.+)$", re.MULTILINE)
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """One hermes-style tool call, as the gateway parses it from sampled text."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+def gold_actions(task: TaskSpec) -> list[str] | None:
+    """The tool calls that apply a one-line gold patch, then submit; None for other patches."""
+    files = _HUNK_FILE.findall(task.patch)
+    removed = [
+        line[1:]
+        for line in task.patch.splitlines()
+        if line.startswith("-") and not line.startswith("---")
+    ]
+    added = [
+        line[1:]
+        for line in task.patch.splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    ]
+    if len(files) != 1 or len(removed) != 1 or len(added) != 1:
+        return None
+    edit = {
+        "command": "str_replace",
+        "path": files[0],
+        "old_str": removed[0].strip(),
+        "new_str": added[0].strip(),
+    }
+    return [tool_call("editor", edit), tool_call("submit", {})]
+
+
+async def gold_trajectories(
+    recipe: Recipe, tasks: Sequence[TaskSpec], *, echo: Callable[[str], None] = print
+) -> list[Trajectory]:
+    """Resolved gold episodes of `tasks` through the recipe's gateway, harness and sandbox."""
+    from uni_agent_core.gateway.embedded import serving_gateway
+    from uni_agent_core.gateway.launch import load_tokenizer, session_manager
+    from uni_agent_core.inference.scripted import ScriptedEngine
+    from uni_agent_core.rl.rollout import RolloutDriver
+
+    tokenizer = load_tokenizer(recipe.policy)
+    engine = ScriptedEngine(tokenizer)
+    manager = session_manager(engine, tokenizer, recipe.gateway, recipe.trainer.max_context_tokens)
+    kept: list[Trajectory] = []
+    skipped = unresolved = 0
+    async with serving_gateway(manager) as url:
+        driver = RolloutDriver.for_recipe(
+            recipe, manager=manager, gateway_url=url, max_concurrency=1
+        )
+        for task in tasks:
+            actions = gold_actions(task)
+            if actions is None:
+                skipped += 1
+                continue
+            engine.requests.clear()
+            engine.replies = dict(enumerate(actions))
+            result = await driver.episode(task, 0, seed=0)
+            if not result.resolved:
+                unresolved += 1
+                continue
+            kept.extend(t for t in result.trajectories if t.trainable_tokens)
+    echo(
+        f"gold trajectories: {len(kept)} resolved of {len(tasks)} tasks "
+        f"({skipped} without a one-line gold patch, {unresolved} not resolved)"
+    )
+    return kept
+
+
+@dataclass
+class WarmStartReport:
+    """What the warm start did."""
+
+    trajectories: int
+    epochs: int
+    loss_by_epoch: list[float]
+    seconds: float
+
+
+def supervised_warm_start(
+    model: Any,
+    trajectories: Sequence[Trajectory],
+    *,
+    epochs: int = 2,
+    lr: float = 5e-5,
+    micro_batch_tokens: int = 4096,
+    pad_token_id: int = 0,
+    seed: int = 0,
+    echo: Callable[[str], None] = print,
+) -> WarmStartReport:
+    """Fit `model` to the sampled tokens of `trajectories` (one optimizer step per micro-batch).
+
+    Raises:
+        ValueError: no trajectory has a trainable token.
+    """
+    rows = [t for t in trajectories if t.trainable_tokens]
+    if not rows:
+        raise ValueError("no gold trajectory with trainable tokens to warm-start on")
+    device = next(model.parameters()).device
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    order = list(range(len(rows)))
+    rng = random.Random(seed)
+    losses: list[float] = []
+    started = time.perf_counter()
+    for epoch in range(epochs):
+        rng.shuffle(order)
+        batch = trajectories_to_batch([rows[i] for i in order], pad_token_id=pad_token_id)
+        lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
+        total, count = 0.0, 0
+        for group in micro_batches(lengths, micro_batch_tokens):
+            width = int(batch.attention_mask_B_T[group].sum(dim=1).max())
+            mask = batch.loss_mask_B_T[group, :width].to(device).float()
+            logprobs = token_logprobs(
+                model,
+                batch.input_ids_B_T[group, :width].to(device),
+                batch.attention_mask_B_T[group, :width].to(device),
+            )
+            loss = -(logprobs * mask).sum() / mask.sum().clamp(min=1.0)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            total += float(loss.detach()) * len(group)
+            count += len(group)
+        losses.append(total / count)
+        echo(
+            f"warm start epoch {epoch + 1}/{epochs}: nll {losses[-1]:.4f} per sampled token "
+            f"({time.perf_counter() - started:.0f} s)"
+        )
+    optimizer.zero_grad(set_to_none=True)
+    return WarmStartReport(len(rows), epochs, losses, time.perf_counter() - started)
+
+
+def save_policy(model: Any, tokenizer: Any, directory: Path) -> str:
+    """Save a warm-started policy as a Hugging Face directory; returns its `hf:` policy name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return f"hf:{directory.resolve()}"
