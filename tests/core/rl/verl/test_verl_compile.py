@@ -133,9 +133,7 @@ def test_router_replay_needs_megatron_and_r3_needs_recorded_routes() -> None:
 
 
 def test_per_request_sampling_is_refused_on_verl(tmp_path) -> None:
-    recipe = load_recipe(
-        RECIPES / "tiny-verl-gpu.yaml", ["gateway.sampling_override=allow"]
-    )
+    recipe = load_recipe(RECIPES / "tiny-verl-gpu.yaml", ["gateway.sampling_override=allow"])
     with pytest.raises(VerlConfigError, match="rollout.temperature"):
         plan_launch(recipe, run_dir=tmp_path)
 
