@@ -100,7 +100,7 @@ def main() -> None:
 
     clock = time.perf_counter()
     base = load(train)
-    rates["base"] = solve_rate(base, suite, work / "base", "base", "base")
+    rates["base"] = solve_rate(base, suite, work / "base", "none", "base")
     minutes["base"] = (time.perf_counter() - clock) / 60
 
     clock = time.perf_counter()
@@ -116,7 +116,7 @@ def main() -> None:
     minutes["warm start (gold + SFT)"] = (time.perf_counter() - clock) / 60
     clock = time.perf_counter()
     warm = load([*train, f"policy.name={policy}"])
-    rates["warm start"] = solve_rate(warm, suite, work / "warm", "base", "warm-start")
+    rates["warm start"] = solve_rate(warm, suite, work / "warm", "none", "warm-start")
     minutes["warm-start eval"] = (time.perf_counter() - clock) / 60
 
     clock = time.perf_counter()
