@@ -171,9 +171,11 @@ def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(tmp_path)
     rows = run.run().metrics
     assert len(rows) == 3 and rows[-1]["train/policy_version"] >= 1
     assert all(row.get("train/staleness_max", 0) <= 1 for row in rows)
-    # The trainer waited for every batch, so it served rollouts meanwhile, and sampled tokens.
-    assert all(row["perf/trainer_lent_s"] > 0 for row in rows)
+    # Step 1 always waits for its batch (nothing was launched before it), so the trainer served
+    # rollouts meanwhile; later steps lend only when their batch is not ready yet.
+    assert rows[0]["perf/trainer_lent_s"] > 0
     assert rows[0]["rollout/trainer_replica_tokens"] > 0
+    assert all(row["perf/trainer_lent_s"] >= 0 for row in rows)
     assert all(row["perf/trainer_reclaim_s"] >= 0 for row in rows)
 
 
