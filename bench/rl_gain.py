@@ -9,15 +9,16 @@ Phases, all on this machine, timed, in one process:
    sample per task, through the real stack (HF engine, gateway, ReAct harness with `editor` and
    `submit`, bubblewrap sandboxes, hidden tests in a fresh sandbox).
 2. **warm start** (reported separately, allowed by the issue): gold trajectories of the train
-   tasks (`rl/sft.py`: the one-line gold edit and `submit`, run through the same stack with a
-   scripted engine and kept only when the verifier resolves them), then supervised training on
-   their sampled tokens; evaluated like the base.
+   tasks (`rl/sft.py`: view the file, the one-line gold edit, `submit`, run through the same
+   stack with a scripted engine and kept only when the verifier resolves them), then supervised
+   training on their sampled tokens; evaluated like the base.
 3. **RL**: `--steps` steps of `trainer.mode: colocated_async` GRPO from the warm-started policy
    on the train tasks (L0-L1), then the final checkpoint evaluated like the base.
 
 Printed: the solve rate of each phase with its delta to the base, the minutes each phase took,
-and whether the target (RL at least +10 points over the base within 45 minutes, warm start
-included) was met.
+and whether the target was met: after RL at least +10 points over the base with at most 45
+minutes of training (gold trajectories, warm start and RL; the three evaluations only measure
+and are timed apart).
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def main() -> None:
     from uni_agent_core.envs.micro_swe.generator import generate, write_dataset
     from uni_agent_core.envs.sources import load_tasks
     from uni_agent_core.models import load_policy
+    from uni_agent_core.rl.host_memory import release_host_memory
     from uni_agent_core.rl.run import TrainingRun
     from uni_agent_core.rl.sft import gold_trajectories, save_policy, supervised_warm_start
 
@@ -102,6 +104,7 @@ def main() -> None:
     base = load(train)
     rates["base"] = solve_rate(base, suite, work / "base", "none", "base")
     minutes["base"] = (time.perf_counter() - clock) / 60
+    release_host_memory()  # one process runs every phase: give each phase's freed memory back
 
     clock = time.perf_counter()
     tasks = load_tasks(base.tasks)
@@ -113,11 +116,13 @@ def main() -> None:
     )
     policy = save_policy(model, tokenizer, work / "warm-start")
     del model
+    release_host_memory()
     minutes["warm start (gold + SFT)"] = (time.perf_counter() - clock) / 60
     clock = time.perf_counter()
     warm = load([*train, f"policy.name={policy}"])
     rates["warm start"] = solve_rate(warm, suite, work / "warm", "none", "warm-start")
     minutes["warm-start eval"] = (time.perf_counter() - clock) / 60
+    release_host_memory()
 
     clock = time.perf_counter()
     rl = load(
@@ -154,10 +159,12 @@ def main() -> None:
         print(f"{name:<26}{value:>9.1f}")
     print(f"{'total':<26}{total:>9.1f}")
     gain = (rates["after RL"] - rates["base"]) * 100
-    met = gain >= 10 and total <= 45
+    training = minutes["warm start (gold + SFT)"] + minutes["RL"]
+    met = gain >= 10 and training <= 45
     print(
-        f"target (after RL >= base + 10 pt within 45 min, warm start included): "
-        f"{'met' if met else 'missed'} ({gain:+.1f} pt in {total:.1f} min; RL alone "
+        f"target (after RL >= base + 10 pt with <= 45 min of training, warm start included): "
+        f"{'met' if met else 'missed'} ({gain:+.1f} pt after {training:.1f} min of training, "
+        f"{total:.1f} min with the three evaluations; RL alone "
         f"{(rates['after RL'] - rates['warm start']) * 100:+.1f} pt over the warm start)"
     )
     print(f"work directory: {work}")

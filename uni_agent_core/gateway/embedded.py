@@ -4,12 +4,17 @@ A run drives harnesses (async HTTP clients), the engine and the trainer from one
 the gateway's HTTP server runs as a task of that same loop, so weight updates and pauses reach
 the engine without crossing threads. Signals stay with the caller: Ctrl-C stops the run, not
 only the server.
+
+When the caller leaves, requests still in flight belong to episodes it has abandoned (an async
+run's last step launches rollouts it will never train on): they get `shutdown_grace_s` to
+finish, then are cancelled, which aborts their generations and commits nothing to their sessions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator, Iterator
 
 from uni_agent_core.gateway.launch import free_port
@@ -36,8 +41,13 @@ async def serving_gateway(
     model_name: str = "agent-rl-policy",
     host: str = "127.0.0.1",
     start_timeout_s: float = 30.0,
+    shutdown_grace_s: float = 5.0,
 ) -> AsyncIterator[str]:
     """Serve the gateway on a free port of `host` in this loop; yields its root URL.
+
+    Args:
+        shutdown_grace_s: how long requests in flight at exit may still run before they are
+            cancelled (a generation can take minutes on a CPU; the caller no longer waits).
 
     Raises:
         RuntimeError: the server did not come up within `start_timeout_s`.
@@ -53,6 +63,7 @@ async def serving_gateway(
         port=port,
         log_level="warning",
         access_log=False,
+        timeout_graceful_shutdown=max(1, math.ceil(shutdown_grace_s)),
     )
     server = _server_class()(config)
     task = asyncio.create_task(server.serve(), name="gateway-server")
@@ -69,4 +80,4 @@ async def serving_gateway(
         yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, timeout=30.0)
+        await asyncio.wait_for(task, timeout=shutdown_grace_s + 30.0)

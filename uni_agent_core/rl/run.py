@@ -164,6 +164,7 @@ class TrainingRun:
             drop_zero_variance_groups=recipe.curriculum.drop_zero_variance_groups,
             micro_batch_tokens=backend.micro_batch_tokens,
             temperature=recipe.gateway.sampling.temperature or 1.0,
+            gradient_checkpointing=backend.gradient_checkpointing,
         )
         return tasks, trainer
 

@@ -5,8 +5,10 @@ reinforce. The warm start shows it the gold actions in the exact token stream it
 trained and served on:
 
 1. `gold_actions(task)`: the tool calls that solve a task whose gold patch changes one line —
-   an `editor` `str_replace` of that line, then `submit` — written in the gateway's hermes
-   tool-call syntax.
+   an `editor` `view` of the file (only the buggy line when the statement names its number, the
+   whole file otherwise), a `str_replace` of that line as the view showed it, then `submit` —
+   written in the gateway's hermes tool-call syntax. The view makes the edit learnable: the
+   policy is taught to copy the line it was shown, not to recall it.
 2. `gold_trajectories(recipe, tasks)`: each task's episode run through the real stack (gateway,
    ReAct harness, sandbox, verifier) with a `ScriptedEngine` that replies with those calls; only
    episodes the verifier scores as resolved are kept. The gateway records the tokens, so the
@@ -38,6 +40,7 @@ from uni_agent_core.rl.trainer import micro_batches
 from uni_agent_core.types import TaskSpec, Trajectory
 
 _HUNK_FILE = re.compile(r"^\+\+\+ b/(.+)$", re.MULTILINE)
+_HUNK_START = re.compile(r"^@@ -(\d+)")
 
 
 def tool_call(name: str, arguments: dict[str, Any]) -> str:
@@ -45,28 +48,42 @@ def tool_call(name: str, arguments: dict[str, Any]) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
-def gold_actions(task: TaskSpec) -> list[str] | None:
-    """The tool calls that apply a one-line gold patch, then submit; None for other patches."""
-    files = _HUNK_FILE.findall(task.patch)
-    removed = [
-        line[1:]
-        for line in task.patch.splitlines()
-        if line.startswith("-") and not line.startswith("---")
-    ]
-    added = [
-        line[1:]
-        for line in task.patch.splitlines()
-        if line.startswith("+") and not line.startswith("+++")
-    ]
-    if len(files) != 1 or len(removed) != 1 or len(added) != 1:
+def _changed_line(patch: str) -> tuple[str, int, str, str] | None:
+    """`(path, line number, old line, new line)` of a patch that replaces exactly one line."""
+    files = _HUNK_FILE.findall(patch)
+    if len(files) != 1:
         return None
-    edit = {
-        "command": "str_replace",
-        "path": files[0],
-        "old_str": removed[0].strip(),
-        "new_str": added[0].strip(),
-    }
-    return [tool_call("editor", edit), tool_call("submit", {})]
+    removed, added, number, line = [], [], 0, 0
+    for text in patch.splitlines():
+        hunk = _HUNK_START.match(text)
+        if hunk:
+            line = int(hunk.group(1))
+        elif not line:  # the diff's headers, before the first hunk
+            continue
+        elif text.startswith("-"):
+            removed.append(text[1:])
+            number = line
+            line += 1
+        elif text.startswith("+"):
+            added.append(text[1:])
+        else:
+            line += 1
+    if len(removed) != 1 or len(added) != 1:
+        return None
+    return files[0], number, removed[0], added[0]
+
+
+def gold_actions(task: TaskSpec) -> list[str] | None:
+    """View the file, replace the one line of the gold patch, submit; None for other patches."""
+    change = _changed_line(task.patch)
+    if change is None:
+        return None
+    path, number, old, new = change
+    view: dict[str, Any] = {"command": "view", "path": path}
+    if re.search(rf"\bline {number}\b", task.problem_statement):
+        view["view_range"] = [number, number]
+    edit = {"command": "str_replace", "path": path, "old_str": old.strip(), "new_str": new.strip()}
+    return [tool_call("editor", view), tool_call("editor", edit), tool_call("submit", {})]
 
 
 async def gold_trajectories(

@@ -50,7 +50,11 @@ class RouterCounters:
     failed: int = 0
     retried: int = 0
     ejected: int = 0
+    """Replicas taken out of the pool as unhealthy (lending a replica is counted apart)."""
     readmitted: int = 0
+    parked: int = 0
+    """Times a lendable replica was taken out of the pool on purpose (role switching)."""
+    unparked: int = 0
     prompt_tokens: int = 0
     expected_cached_tokens: int = 0
 
@@ -161,22 +165,31 @@ class RoutingCore:
         return False
 
     def eject(self, index: int) -> None:
-        """Take a replica out of the pool; its sessions are re-placed."""
-        replica = self.replicas[index]
-        if replica.healthy:
-            replica.healthy = False
+        """Take an unhealthy replica out of the pool; its sessions are re-placed."""
+        if self._leave_pool(index):
             self.counters.ejected += 1
-        self.policy.forget(index)
 
     def readmit(self, index: int) -> None:
         """Return a recovered replica to the pool with an empty cache model."""
-        replica = self.replicas[index]
-        if not replica.healthy:
-            replica.healthy = True
-            replica.consecutive_failures = 0
-            replica.tree = PrefixTree(replica.kv_capacity_tokens)  # in-flight pins stay on the old
-            replica.sessions.clear()
+        if self._join_pool(index):
             self.counters.readmitted += 1
+
+    def _leave_pool(self, index: int) -> bool:
+        replica = self.replicas[index]
+        left = replica.healthy
+        replica.healthy = False
+        self.policy.forget(index)
+        return left
+
+    def _join_pool(self, index: int) -> bool:
+        replica = self.replicas[index]
+        if replica.healthy:
+            return False
+        replica.healthy = True
+        replica.consecutive_failures = 0
+        replica.tree = PrefixTree(replica.kv_capacity_tokens)  # in-flight pins stay on the old
+        replica.sessions.clear()
+        return True
 
     def add_replica(self, name: str, *, kv_capacity_tokens: int | None = None) -> int:
         """A new lendable replica, parked (out of the pool until `unpark`); returns its index."""
@@ -196,13 +209,15 @@ class RoutingCore:
 
     def park(self, index: int) -> None:
         """Take a replica out of the pool on purpose (its in-flight requests still finish)."""
-        self.eject(index)
+        if self._leave_pool(index):
+            self.counters.parked += 1
         self.replicas[index].parked = True
 
     def unpark(self, index: int) -> None:
         """Return a parked replica to the pool (with an empty cache model)."""
         self.replicas[index].parked = False
-        self.readmit(index)
+        if self._join_pool(index):
+            self.counters.unparked += 1
 
     def reconcile(
         self, index: int, *, free_kv_tokens: int | None, cached_prefix_tokens: int | None

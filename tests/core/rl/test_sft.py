@@ -19,11 +19,18 @@ ONE_LINE = """diff --git a/pkg/mod.py b/pkg/mod.py
 """
 
 
-def test_a_one_line_patch_becomes_an_edit_then_submit() -> None:
+def _call(text: str) -> dict:
+    return json.loads(text.removeprefix("<tool_call>\n").removesuffix("\n</tool_call>"))
+
+
+def test_a_one_line_patch_becomes_view_edit_submit() -> None:
     actions = gold_actions(TaskSpec(instance_id="t", problem_statement="p", patch=ONE_LINE))
-    assert actions is not None and len(actions) == 2
-    edit = json.loads(actions[0].removeprefix("<tool_call>\n").removesuffix("\n</tool_call>"))
-    assert edit == {
+    assert actions is not None and len(actions) == 3
+    assert _call(actions[0]) == {
+        "name": "editor",
+        "arguments": {"command": "view", "path": "pkg/mod.py"},
+    }
+    assert _call(actions[1]) == {
         "name": "editor",
         "arguments": {
             "command": "str_replace",
@@ -32,7 +39,19 @@ def test_a_one_line_patch_becomes_an_edit_then_submit() -> None:
             "new_str": "return x - 1",
         },
     }
-    assert '"name": "submit"' in actions[1]
+    assert _call(actions[2]) == {"name": "submit", "arguments": {}}
+
+
+def test_a_statement_naming_the_line_gets_a_view_of_that_line_only() -> None:
+    patch = ONE_LINE.replace("@@ -1,3 +1,3 @@", "@@ -7,3 +7,3 @@")
+    statement = "In `pkg/mod.py`, line 8 (in function `f`): `+` is wrong there."
+    actions = gold_actions(TaskSpec(instance_id="t", problem_statement=statement, patch=patch))
+    assert actions is not None
+    assert _call(actions[0])["arguments"] == {
+        "command": "view",
+        "path": "pkg/mod.py",
+        "view_range": [8, 8],
+    }
 
 
 def test_other_patches_have_no_gold_action() -> None:

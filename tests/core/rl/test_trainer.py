@@ -109,6 +109,17 @@ def test_gradient_accumulation_equals_one_batch(policy) -> None:
     assert not torch.equal(_params(small), _params(_trainer(policy)))
 
 
+def test_gradient_checkpointing_gives_the_same_update(policy) -> None:
+    results = [_episode(policy, "a", i, float(i % 2), 20 + i) for i in range(4)]
+    plain, checkpointed = _trainer(policy), _trainer(policy, gradient_checkpointing=True)
+    assert checkpointed.model.training and checkpointed.model.is_gradient_checkpointing
+    for trainer in (plain, checkpointed):
+        trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
+    outcomes = [plain.train_step(results), checkpointed.train_step(results)]
+    assert torch.allclose(_params(plain), _params(checkpointed), atol=1e-6)
+    assert outcomes[1].metrics["train/logprob_pearson"] >= 0.9999
+
+
 def test_micro_batches_respect_the_token_budget() -> None:
     assert micro_batches([10, 10, 10, 30], 30) == [[0, 1, 2], [3]]
     assert micro_batches([40, 5], 30) == [[0], [1]]

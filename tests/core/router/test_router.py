@@ -233,3 +233,6 @@ def test_a_lendable_replica_serves_only_while_lent_and_reclaim_drains_it() -> No
 
     asyncio.run(main())
     assert router.lends == 1 and router.core.replicas[index].parked
+    counters = router.core.counters
+    assert (counters.parked, counters.unparked) == (1, 1)
+    assert (counters.ejected, counters.readmitted) == (0, 0)  # lending is not a health event
