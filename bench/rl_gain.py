@@ -1,6 +1,6 @@
 """Does RL make SmolLM2-135M better at micro-swe? Held-out solve rate before and after training.
 
-    python bench/rl_gain.py [--train-tasks 32] [--eval-tasks 24] [--sft-epochs 2] [--steps 4]
+    python bench/rl_gain.py [--train-tasks 32] [--eval-tasks 24] [--sft-epochs 2] [--steps 3]
 
 Phases, all on this machine, timed, in one process:
 
@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=24)
     parser.add_argument("--sft-epochs", type=int, default=2)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", help="working directory (default: a temporary one)")
     args = parser.parse_args()
