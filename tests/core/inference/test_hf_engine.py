@@ -304,13 +304,17 @@ def test_cancelled_request_leaves_the_engine_serving(tiny_policy) -> None:
 
     async def go():
         engine = HFEngine(model, tokenizer)
+        # ignore_eos: a sampled EOS must not finish the doomed request before it is cancelled
         doomed = asyncio.create_task(
-            engine.generate(GenerateRequest(prompt_ids=prompt, max_new_tokens=200))
+            engine.generate(
+                GenerateRequest(prompt_ids=prompt, max_new_tokens=200, ignore_eos=True)
+            )
         )
         survivor = asyncio.create_task(
             engine.generate(GenerateRequest(prompt_ids=prompt, max_new_tokens=20))
         )
         await _until_generated(engine, 6)
+        assert not doomed.done()
         doomed.cancel()
         out = await survivor
         with pytest.raises(asyncio.CancelledError):
