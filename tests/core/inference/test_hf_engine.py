@@ -306,9 +306,7 @@ def test_cancelled_request_leaves_the_engine_serving(tiny_policy) -> None:
         engine = HFEngine(model, tokenizer)
         # ignore_eos: a sampled EOS must not finish the doomed request before it is cancelled
         doomed = asyncio.create_task(
-            engine.generate(
-                GenerateRequest(prompt_ids=prompt, max_new_tokens=200, ignore_eos=True)
-            )
+            engine.generate(GenerateRequest(prompt_ids=prompt, max_new_tokens=200, ignore_eos=True))
         )
         survivor = asyncio.create_task(
             engine.generate(GenerateRequest(prompt_ids=prompt, max_new_tokens=20))
