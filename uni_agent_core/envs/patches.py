@@ -2,7 +2,8 @@
 
 The micro-swe generator writes its gold and test patches with `unified_patch`; the verifier and
 the data validator read which files a patch touches (`patched_files`) and its added lines
-(`added_lines`) without applying it.
+(`added_lines`) without applying it; the warm start reads the one line a gold patch replaces
+(`single_line_change`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 _PLUS_HEADER = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.M)
 HUNK_HEADER = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
+_HUNK_OLD_START = re.compile(r"^@@ -(\d+)")
 
 
 def unified_patch(before: Mapping[str, str], after: Mapping[str, str]) -> str:
@@ -72,3 +75,39 @@ def removed_lines(patch: str) -> list[str]:
         for line in patch.splitlines()
         if line.startswith("-") and not line.startswith("---")
     ]
+
+
+@dataclass(frozen=True)
+class LineChange:
+    """One line of one file replaced by another."""
+
+    path: str
+    line: int
+    """1-based number of the replaced line in the original file."""
+    old: str
+    new: str
+
+
+def single_line_change(patch: str) -> LineChange | None:
+    """The line a patch replaces, when it touches one file and replaces exactly one line."""
+    files = patched_files(patch)
+    if len(files) != 1:
+        return None
+    removed, added, number, line = [], [], 0, 0
+    for text in patch.splitlines():
+        hunk = _HUNK_OLD_START.match(text)
+        if hunk:
+            line = int(hunk.group(1))
+        elif not line:  # the diff's headers, before the first hunk
+            continue
+        elif text.startswith("-"):
+            removed.append(text[1:])
+            number = line
+            line += 1
+        elif text.startswith("+"):
+            added.append(text[1:])
+        else:
+            line += 1
+    if len(removed) != 1 or len(added) != 1:
+        return None
+    return LineChange(files[0], number, removed[0], added[0])

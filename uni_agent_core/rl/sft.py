@@ -34,13 +34,11 @@ from typing import Any
 import torch
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.envs.patches import single_line_change
 from uni_agent_core.rl.batch import trajectories_to_batch
 from uni_agent_core.rl.logprobs import token_logprobs
 from uni_agent_core.rl.trainer import micro_batches
 from uni_agent_core.types import TaskSpec, Trajectory
-
-_HUNK_FILE = re.compile(r"^\+\+\+ b/(.+)$", re.MULTILINE)
-_HUNK_START = re.compile(r"^@@ -(\d+)")
 
 
 def tool_call(name: str, arguments: dict[str, Any]) -> str:
@@ -48,41 +46,20 @@ def tool_call(name: str, arguments: dict[str, Any]) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
-def _changed_line(patch: str) -> tuple[str, int, str, str] | None:
-    """`(path, line number, old line, new line)` of a patch that replaces exactly one line."""
-    files = _HUNK_FILE.findall(patch)
-    if len(files) != 1:
-        return None
-    removed, added, number, line = [], [], 0, 0
-    for text in patch.splitlines():
-        hunk = _HUNK_START.match(text)
-        if hunk:
-            line = int(hunk.group(1))
-        elif not line:  # the diff's headers, before the first hunk
-            continue
-        elif text.startswith("-"):
-            removed.append(text[1:])
-            number = line
-            line += 1
-        elif text.startswith("+"):
-            added.append(text[1:])
-        else:
-            line += 1
-    if len(removed) != 1 or len(added) != 1:
-        return None
-    return files[0], number, removed[0], added[0]
-
-
 def gold_actions(task: TaskSpec) -> list[str] | None:
     """View the file, replace the one line of the gold patch, submit; None for other patches."""
-    change = _changed_line(task.patch)
+    change = single_line_change(task.patch)
     if change is None:
         return None
-    path, number, old, new = change
-    view: dict[str, Any] = {"command": "view", "path": path}
-    if re.search(rf"\bline {number}\b", task.problem_statement):
-        view["view_range"] = [number, number]
-    edit = {"command": "str_replace", "path": path, "old_str": old.strip(), "new_str": new.strip()}
+    view: dict[str, Any] = {"command": "view", "path": change.path}
+    if re.search(rf"\bline {change.line}\b", task.problem_statement):
+        view["view_range"] = [change.line, change.line]
+    edit = {
+        "command": "str_replace",
+        "path": change.path,
+        "old_str": change.old.strip(),
+        "new_str": change.new.strip(),
+    }
     return [tool_call("editor", view), tool_call("editor", edit), tool_call("submit", {})]
 
 
