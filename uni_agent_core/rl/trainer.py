@@ -112,8 +112,8 @@ class EmbeddedTrainer:
         chunk_tokens: positions projected onto the vocabulary at once.
         gradient_checkpointing: keep only each decoder layer's input in the forward pass and
             recompute the layer in the backward pass (less memory per micro-batch, about a third
-            more compute). It needs the model in train mode; the trainer's model has no dropout
-            to switch on (the policies are loaded with theirs at 0), so the logprobs are the same.
+            more compute). It needs the model in train mode, so a policy with non-zero dropout
+            is refused (train mode would switch it on and the logprobs would change).
         """
         algorithm = config.algorithm
         if algorithm.kl_coef > 0 or algorithm.entropy_coef > 0:
