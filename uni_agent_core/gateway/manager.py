@@ -14,6 +14,7 @@ import logging
 import secrets
 import time
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -166,7 +167,11 @@ class SessionManager:
     async def _run_blocking(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         # Small encodes are cheaper inline than a thread hop; big ones must not block the loop.
         size = sum(
-            len(m.content) for a in args if isinstance(a, list) for m in a if isinstance(m, Message)
+            len(m.content)
+            for a in args
+            if isinstance(a, Sequence) and not isinstance(a, str)
+            for m in a
+            if isinstance(m, Message)
         )
         if size < 4096:
             return fn(*args, **kwargs)

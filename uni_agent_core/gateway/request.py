@@ -8,6 +8,7 @@ protocols yield identical tokens for the same conversation. A session answers wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,7 +61,8 @@ class ChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    messages: list[Message] = Field(min_length=1)
+    messages: Sequence[Message] = Field(min_length=1)
+    """A list, or from the wire adapters a `LoweredHistory` (lowered incrementally)."""
     tools: list[dict[str, Any]] | None = None
     """OpenAI function tools: `{"type": "function", "function": {name, description,
     parameters}}`; None or empty means no tools."""

@@ -250,7 +250,7 @@ def create_app(
         try:
             session = session_for(request, session_id)
             payload = await read_json(request)
-            chat = parse_openai_request(payload)
+            chat = parse_openai_request(payload, session.history)
             include_usage = openai_include_usage(payload)
         except (_Rejected, WireError) as exc:
             return error_response(_openai_envelope, exc)
@@ -310,7 +310,7 @@ def create_app(
         manager.metrics.requests += 1
         try:
             session = session_for(request, session_id)
-            chat = parse_anthropic_request(await read_json(request))
+            chat = parse_anthropic_request(await read_json(request), session.history)
         except (_Rejected, WireError) as exc:
             return error_response(_anthropic_envelope, exc)
         message_id = "msg_" + uuid.uuid4().hex

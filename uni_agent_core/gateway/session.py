@@ -28,7 +28,8 @@ from typing import Any
 from uni_agent_core.gateway.chain import Chain, Continuation, select_chain, token_array
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import DecodedReply, ReplyDecoder
-from uni_agent_core.gateway.hashing import extend_hash, prefix_hashes, tools_key
+from uni_agent_core.gateway.hashing import extend_hash, tools_key
+from uni_agent_core.gateway.history import HistoryCache, history_hashes
 from uni_agent_core.gateway.metrics import GatewayMetrics
 from uni_agent_core.gateway.request import ChatChoice, ChatRequest, Message, StreamDelta
 from uni_agent_core.inference.types import Engine, FinishReason, GenerateRequest, TokenOutput
@@ -163,6 +164,8 @@ class GatewaySession:
         self._ids = itertools.count()
         self._clock = itertools.count(1)
         self._run_blocking = run_blocking
+        self.history = HistoryCache()
+        """The wire adapters' memo of the last lowered history (see `gateway/history.py`)."""
 
     # -- public API -------------------------------------------------------------------------
 
@@ -234,7 +237,7 @@ class GatewaySession:
     # -- prepare ------------------------------------------------------------------------------
 
     async def _prepare(self, request: ChatRequest) -> list[_Plan]:
-        hashes = prefix_hashes(request.messages)
+        hashes = history_hashes(request.messages)
         key = tools_key(request.tools)
         async with self._lock:
             self._check_open()

@@ -4,17 +4,20 @@ Hypothesis drives a client that keeps several conversation threads and, step by 
 continues one (echoing the reply and adding a tool result or user message), branches (a
 subagent with its own system prompt, or a resample of an earlier prefix), rewrites the latest
 assistant turn (rollback), or compacts a thread into a summary (a new chain). Replies are
-scripted and randomly carry tool calls. After every run, every engine call and chain must
-satisfy the TITO invariant and masks, logprobs and versions must stay aligned.
+scripted and randomly carry tool calls; requests are randomly sent as OpenAI wire payloads,
+lowered incrementally against the session's history memo. After every run, every engine call
+and chain must satisfy the TITO invariant and masks, logprobs and versions must stay aligned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from uni_agent_core.gateway.adapters.openai import parse_openai_request
 from uni_agent_core.gateway.request import ChatRequest, Message, ToolCall
 from uni_agent_core.gateway.tito import tito_violations
 
@@ -42,6 +45,23 @@ def _echo(choice) -> Message:
     return Message(role="assistant", content=choice.content, tool_calls=calls or None)
 
 
+def _wire(message: Message) -> dict:
+    """The OpenAI wire form of a message (what a harness would send)."""
+    raw: dict = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        raw["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        raw["tool_call_id"] = message.tool_call_id
+    return raw
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -49,8 +69,11 @@ def _echo(choice) -> Message:
     steps=st.lists(st.tuples(ACTION, st.integers(0, 7), WORDS), min_size=1, max_size=14),
     replies=st.lists(REPLY, min_size=40, max_size=40),
     use_tools=st.booleans(),
+    over_the_wire=st.booleans(),
 )
-def test_random_conversations_keep_tito(make_session, steps, replies, use_tools) -> None:
+def test_random_conversations_keep_tito(
+    make_session, steps, replies, use_tools, over_the_wire
+) -> None:
     session, engine = make_session()
     engine.replies = dict(enumerate(replies))
     tools = TOOLS if use_tools else None
@@ -74,7 +97,13 @@ def test_random_conversations_keep_tito(make_session, steps, replies, use_tools)
                 threads.append(thread)
             if thread[-1].role == "assistant":
                 thread.append(Message(role="user", content=word or "go"))
-            (choice,) = await session.chat(ChatRequest(messages=list(thread), tools=tools))
+            if over_the_wire:  # lowered incrementally against the session's history memo
+                payload = {"messages": [_wire(m) for m in thread], "tools": tools}
+                request = parse_openai_request(payload, session.history)
+                assert list(request.messages) == thread
+            else:
+                request = ChatRequest(messages=list(thread), tools=tools)
+            (choice,) = await session.chat(request)
             follow = (
                 Message(role="tool", content=word, tool_call_id="id0")
                 if choice.tool_calls

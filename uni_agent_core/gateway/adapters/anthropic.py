@@ -33,6 +33,7 @@ from uni_agent_core.gateway.adapters.errors import (
     require_str,
     type_name,
 )
+from uni_agent_core.gateway.history import HistoryCache, lower_history
 from uni_agent_core.gateway.request import (
     ChatRequest,
     Message,
@@ -81,11 +82,13 @@ _ERROR_TYPES: dict[int, AnthropicErrorType] = {
 }
 
 
-def parse_anthropic_request(payload: Any) -> ChatRequest:
+def parse_anthropic_request(payload: Any, history: HistoryCache | None = None) -> ChatRequest:
     """Lower a Messages API request body to a `ChatRequest`.
 
     Args:
         payload: The decoded JSON body.
+        history: the session's memo of its last history; messages it vouches for are not
+            lowered again (see `gateway/history.py`).
 
     Returns:
         The provider-neutral request (`n` is always 1: the Messages API has no `n`).
@@ -108,18 +111,19 @@ def parse_anthropic_request(payload: Any) -> ChatRequest:
             param="max_tokens",
         )
 
-    messages = _parse_system(body.get("system"))
+    system = body.get("system")
+    head = _parse_system(system)
     raw_messages = require_list(body.get("messages"), "messages")
     if not raw_messages:
         raise WireError("messages must contain at least one message", param="messages")
-    for i, raw in enumerate(raw_messages):
-        messages.extend(_parse_message(raw, i))
+    messages = lower_history("anthropic", system, head, raw_messages, _parse_message, history)
 
     tools = _parse_tools(body.get("tools"))
     if _parse_tool_choice(body.get("tool_choice")) == "none":
         tools = None
 
-    return ChatRequest(
+    # Every field is validated above; `model_construct` keeps the lazily lowered history.
+    return ChatRequest.model_construct(
         messages=messages,
         tools=tools,
         sampling=SamplingOverrides(

@@ -32,6 +32,7 @@ from uni_agent_core.gateway.adapters.errors import (
     require_str,
     type_name,
 )
+from uni_agent_core.gateway.history import HistoryCache, lower_history
 from uni_agent_core.gateway.request import (
     ChatRequest,
     Message,
@@ -87,7 +88,7 @@ _ROLES: dict[str, Role] = {
 _IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
 
 
-def parse_openai_request(payload: Any) -> ChatRequest:
+def parse_openai_request(payload: Any, history: HistoryCache | None = None) -> ChatRequest:
     """Lower a Chat Completions request body to a `ChatRequest`.
 
     Per message only `role, content, name, tool_calls, tool_call_id, reasoning_content` are
@@ -97,6 +98,8 @@ def parse_openai_request(payload: Any) -> ChatRequest:
 
     Args:
         payload: The decoded JSON body.
+        history: the session's memo of its last history; messages it vouches for are not
+            lowered again (see `gateway/history.py`).
 
     Returns:
         The provider-neutral request.
@@ -113,7 +116,7 @@ def parse_openai_request(payload: Any) -> ChatRequest:
     raw_messages = require_list(body.get("messages"), "messages")
     if not raw_messages:
         raise WireError("messages must contain at least one message", param="messages")
-    messages = [_parse_message(raw, i) for i, raw in enumerate(raw_messages)]
+    messages = lower_history("openai", None, [], raw_messages, _lower_message, history)
 
     tools = _parse_tools(body.get("tools"))
     tool_choice = body.get("tool_choice")
@@ -137,7 +140,8 @@ def parse_openai_request(payload: Any) -> ChatRequest:
     stream = optional_bool(body.get("stream"), "stream") or False
     _parse_stream_options(body.get("stream_options"), stream)
 
-    return ChatRequest(
+    # Every field is validated above; `model_construct` keeps the lazily lowered history.
+    return ChatRequest.model_construct(
         messages=messages,
         tools=tools,
         sampling=_parse_sampling(body),
@@ -251,6 +255,10 @@ def _parse_stop(value: Any) -> list[str]:
 
 _PLAIN_KEYS = frozenset({"role", "content"})
 _TOOL_RESULT_KEYS = frozenset({"role", "content", "tool_call_id"})
+
+
+def _lower_message(raw: Any, i: int) -> list[Message]:
+    return [_parse_message(raw, i)]
 
 
 def _parse_message(raw: Any, i: int) -> Message:
