@@ -2,11 +2,12 @@
 
     python bench/_gateway_server.py --port 8123 [--max-sessions 100000]
 
-Serves `create_app(SessionManager(InstantEngine(...), tiny_tokenizer))` with uvicorn on
-127.0.0.1 only. `InstantEngine` answers every request at once with the same precomputed reply
-(a hermes `shell` tool call ending in EOS), so whatever CPU the process spends is the gateway's
-(HTTP, JSON, chain bookkeeping, encoding), not the model's. The process exits by itself when the
-process that started it goes away, so a crashed benchmark never leaves a server behind.
+Serves `SessionManager(InstantEngine(...), tiny_tokenizer)` with the gateway's own `serve` (what
+`agent-rl gateway serve` runs) on 127.0.0.1 only. `InstantEngine` answers every request at once
+with the same precomputed reply (a hermes `shell` tool call ending in EOS), so whatever CPU the
+process spends is the gateway's (HTTP, JSON, chain bookkeeping, encoding), not the model's. The
+process exits by itself when the process that started it goes away, so a crashed benchmark never
+leaves a server behind.
 """
 
 from __future__ import annotations
@@ -116,23 +117,15 @@ def main() -> None:
     parser.add_argument("--reply-tokens", type=int, default=REPLY_TOKENS)
     args = parser.parse_args()
 
-    import uvicorn
-
+    from uni_agent_core.gateway.launch import serve
     from uni_agent_core.gateway.manager import SessionManager
-    from uni_agent_core.gateway.server import create_app
 
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     tokenizer = load_tiny_tokenizer()
     engine = InstantEngine(reply_ids(tokenizer, args.reply_tokens))
     manager = SessionManager(engine, tokenizer, max_sessions=args.max_sessions)
-    uvicorn.run(
-        create_app(manager),
-        host="127.0.0.1",
-        port=args.port,
-        log_level="warning",
-        access_log=False,
-        backlog=4096,
-    )
+    # Exactly what `agent-rl gateway serve` runs, over the instant engine.
+    serve(manager, host="127.0.0.1", port=args.port, model_name="agent-rl-policy", backlog=4096)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ Figures, all measured in this run (this machine is noisy; compare ratios, not ab
    doing its turns one after another; stops starting turns after `--phase-timeout` s). Client
    and server share this machine's cores, so the server's CPU share and its turns per
    CPU-second (the capacity of a saturated process) are printed next to it. Each HTTP session
-   gets its own `AsyncClient` (`--sessions-per-client`): one httpx pool of 1000 connections
-   costs the client ~4 ms CPU per request and would measure httpx, not the gateway;
+   speaks over its own keep-alive connection with a lean client (`bench/_lean_http.py`): httpx
+   costs ~0.8 ms of client CPU a request here and would cap the figure at the client's speed;
 4. latency added over the direct engine call (p50 / p99) at 1, 100 and 1000 sessions;
 5. CPU at turn 1, 20 and 200 of single long sessions (median over `--long-repeats` sessions and
    a 3-turn window ending at that turn; turn 1 opens the chain with a full render, later turns
@@ -59,10 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FunctionType, ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
 from _gateway_server import REPLY_TOKENS, InstantEngine, load_tiny_tokenizer, reply_ids
+from _lean_http import LeanConnection
 
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.launch import free_port
@@ -338,7 +340,15 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
     def cpu_ns(self) -> int:
-        """On-CPU nanoseconds summed over the process's live threads (schedstat)."""
+        """On-CPU nanoseconds summed over the process's live threads (schedstat).
+
+        A thread's runtime is brought up to date when it leaves the CPU, and the server may
+        still be finishing a request when its reply has arrived: wait (up to 50 ms) until no
+        thread is running, so the reading includes everything the request cost.
+        """
+        deadline = time.perf_counter() + 0.05
+        while self._running_threads() and time.perf_counter() < deadline:
+            time.sleep(0)
         total = 0
         for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
             try:
@@ -346,6 +356,16 @@ class Server:
             except (FileNotFoundError, ProcessLookupError):
                 continue  # a thread that just exited
         return total
+
+    def _running_threads(self) -> int:
+        running = 0
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            running += state == "R"
+        return running
 
     def rss(self) -> int:
         return int(Path(f"/proc/{self.proc.pid}/statm").read_text().split()[1]) * PAGE
@@ -376,7 +396,7 @@ class HttpSession:
     """A session as a client sees it: its endpoint, key and message history."""
 
     session_id: str
-    url: str
+    path: str
     headers: dict[str, str]
     messages: list[dict[str, Any]]
     stored_tokens: int = 0
@@ -389,7 +409,7 @@ async def open_sessions(client: httpx.AsyncClient, base: str, n: int) -> list[Ht
         body = response.json()
         return HttpSession(
             body["session_id"],
-            body["openai_base_url"] + "/chat/completions",
+            urlsplit(body["openai_base_url"]).path + "/chat/completions",
             {"Authorization": f"Bearer {body['api_key']}", "Content-Type": "application/json"},
             [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}],
         )
@@ -410,7 +430,7 @@ async def close_sessions(client: httpx.AsyncClient, base: str, sessions: list[Ht
 
 
 async def http_turns(
-    client: httpx.AsyncClient,
+    client: LeanConnection,
     s: HttpSession,
     wl: Workload,
     turns: int,
@@ -425,13 +445,13 @@ async def http_turns(
         body = orjson.dumps({"model": "agent-rl-policy", "messages": s.messages, "tools": TOOLS})
         ns0 = server_ns() if server_ns else 0
         started = time.perf_counter()
-        response = await client.post(s.url, content=body, headers=s.headers)
+        status, content = await client.post(s.path, body, s.headers)
         result.latencies.append(time.perf_counter() - started)
         if server_ns:
             result.turn_cpu.setdefault(turn + 1, []).append((server_ns() - ns0) / 1e9)
-        if response.status_code != 200:
-            raise RuntimeError(f"turn {turn}: HTTP {response.status_code}: {response.text[:500]}")
-        reply = orjson.loads(response.content)
+        if status != 200:
+            raise RuntimeError(f"turn {turn}: HTTP {status}: {content[:500]!r}")
+        reply = orjson.loads(content)
         message = reply["choices"][0]["message"]
         calls = message.get("tool_calls")
         if not calls:
@@ -460,29 +480,27 @@ async def http_phase(
     turns: int,
     timeout: float,
     *,
-    per_client: int = 1,
     per_turn_cpu: bool = False,
     keep: bool = False,
 ) -> tuple[PhaseResult, list[HttpSession]]:
     """`sessions` concurrent HTTP sessions; per-turn server CPU only makes sense alone.
 
-    Sessions share an `AsyncClient` by groups of `per_client`: httpx's pool does work linear
-    in its connection count on every request, so one client for 1000 connections would make
-    this process, not the gateway, the bottleneck.
+    Each session speaks over its own keep-alive `LeanConnection` (a harness process per
+    session); sessions are created and checked with httpx.
     """
     result = PhaseResult(sessions=sessions)
     async with contextlib.AsyncExitStack() as stack:
         admin = await stack.enter_async_context(http_client(100))
-        clients = [
-            await stack.enter_async_context(http_client(per_client))
-            for _ in range(-(-sessions // per_client))
+        connections = [
+            await stack.enter_async_context(LeanConnection("127.0.0.1", server.port))
+            for _ in range(sessions)
         ]
         live = await open_sessions(admin, server.base, sessions)
         cpu0, client0, wall0 = server.cpu_s(), time.process_time(), time.perf_counter()
         await asyncio.gather(
             *(
                 http_turns(
-                    clients[i // per_client],
+                    connections[i],
                     s,
                     wl,
                     turns,
@@ -580,9 +598,6 @@ def main() -> None:
     parser.add_argument("--long-turns", type=int, default=200)
     parser.add_argument("--long-repeats", type=int, default=3)
     parser.add_argument("--phase-timeout", type=float, default=90.0, help="seconds per phase")
-    parser.add_argument(
-        "--sessions-per-client", type=int, default=1, help="HTTP sessions per httpx client"
-    )
     parser.add_argument("--skip-http", action="store_true")
     parser.add_argument("--profile", action="store_true", help="cProfile the in-process path")
     args = parser.parse_args()
@@ -654,7 +669,6 @@ def main() -> None:
                         n,
                         args.turns,
                         args.phase_timeout,
-                        per_client=args.sessions_per_client,
                         keep=True,
                     )
                 )

@@ -17,6 +17,7 @@ touches the session's chains.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -93,7 +94,7 @@ def create_app(
     model_name: str = "agent-rl-policy",
     max_request_bytes: int = 16 << 20,
     close_engine: bool = True,
-) -> FastAPI:
+) -> GatewayApp:
     """Build the gateway application around a session manager.
 
     Args:
@@ -350,10 +351,63 @@ def create_app(
         finally:
             manager.metrics.request_latency.observe(time.perf_counter() - started)
 
-    # The two hot endpoints are plain Starlette routes: no dependency resolution per request.
     app.add_route("/sessions/{session_id}/v1/chat/completions", chat_completions, methods=["POST"])
     app.add_route("/sessions/{session_id}/v1/messages", messages, methods=["POST"])
-    return app
+    return GatewayApp(
+        app,
+        {
+            "chat/completions": (chat_completions, _openai_envelope),
+            "messages": (messages, _anthropic_envelope),
+        },
+        manager,
+    )
+
+
+_CHAT_PATH = re.compile(r"/sessions/([^/]+)/v1/(chat/completions|messages)")
+
+
+class GatewayApp:
+    """The gateway's ASGI entry point: chat requests go straight to their handlers.
+
+    A chat turn is the gateway's hot path; FastAPI's middleware and router layers cost about a
+    tenth of it. `POST /sessions/<id>/v1/chat/completions` and `.../v1/messages` are therefore
+    dispatched here (an unexpected error still becomes a 500 in the protocol's envelope), and
+    everything else — lifespan included — goes to the FastAPI app, which serves the same two
+    routes too.
+    """
+
+    def __init__(
+        self,
+        api: FastAPI,
+        chat_routes: dict[str, tuple[Callable[[Request], Any], ErrorRenderer]],
+        manager: SessionManager,
+    ) -> None:
+        self.api = api
+        self.state = api.state
+        self._chat_routes = chat_routes
+        self._manager = manager
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = scope["path"]
+            root = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root) :]
+            match = _CHAT_PATH.fullmatch(path)
+            if match is not None:
+                handler, envelope = self._chat_routes[match[2]]
+                scope["path_params"] = {"session_id": match[1]}
+                try:
+                    response = await handler(Request(scope, receive))
+                except Exception as exc:  # deliberate boundary: answer in the envelope
+                    self._manager.metrics.request_errors += 1
+                    status, body = envelope(
+                        500, f"internal error: {type(exc).__name__}: {exc}", None
+                    )
+                    response = JSONResponse(body, status_code=status)
+                await response(scope, receive, send)
+                return
+        await self.api(scope, receive, send)
 
 
 async def _chat_events(
