@@ -112,6 +112,9 @@ class RouterConfig(ConfigModel):
     """`cache_aware`: requests are imbalanced when max - min in-flight exceeds this..."""
     balance_rel_threshold: float = Field(default=1.5, ge=1.0)
     """...and max exceeds this multiple of min; then the least-loaded replica is chosen."""
+    cache_aware_max_tree_tokens: int = Field(default=2**24, ge=1)
+    """`cache_aware`: size bound of its approximate per-replica trees (built from routed prompts
+    only, as SGLang's router does; sglang-router's 2**26 characters at ~4 a token)."""
     kv_capacity_tokens: int | None = Field(default=None, ge=1)
     """KV tokens per replica in the router's residency model; None takes the HF engine's
     `prefix_cache_tokens`, or what remote servers report."""

@@ -30,6 +30,7 @@ def router_over(
         cache_threshold=config.cache_threshold,
         balance_abs_threshold=config.balance_abs_threshold,
         balance_rel_threshold=config.balance_rel_threshold,
+        max_tree_tokens=config.cache_aware_max_tree_tokens,
     )
     return Router(
         engines,

@@ -9,11 +9,14 @@ decisions; the bookkeeping (what a dispatch adds to a replica's load and tree) i
 - `least_requests`: fewest in-flight requests (what verl's agent loop does).
 - `sticky`: a session stays on the replica it first went to (least requests then) until that
   replica leaves the pool.
-- `cache_aware`: SGLang-router style — the replica with the longest cached prefix when the match
-  covers at least `cache_threshold` of the prompt, else the replica with the emptiest tree; but
-  when in-flight counts are imbalanced (max - min > `balance_abs_threshold` and max >
-  `balance_rel_threshold` x min) simply the least-loaded replica. Defaults are the
-  sglang-gateway / vllm-router ones (prefix threshold 0.3; rebalance above 64 and 1.5x).
+- `cache_aware`: SGLang-router style — the replica with the longest prefix in the policy's own
+  approximate trees when the match covers at least `cache_threshold` of the prompt, else the
+  replica with the emptiest tree; but when in-flight counts are imbalanced (max - min >
+  `balance_abs_threshold` and max > `balance_rel_threshold` x min) simply the least-loaded
+  replica. As in SGLang, the trees hold the prompts routed to each replica (bounded, LRU), not
+  the router's engine-reconciled residency model, and no KV-memory signal is used. Defaults
+  are the sglang-gateway / vllm-router ones (prefix threshold 0.3; rebalance above 64 and
+  1.5x; trees of 2**26 characters).
 - `token_load` (agent-rl): the cost of a request on a replica is the prefill it would compute
   there (prompt tokens not covered by that replica's cached prefix), its expected decode tokens,
   and the cached tokens of parked sessions its new KV would evict from a full replica (they will
@@ -34,6 +37,10 @@ from typing import Protocol
 
 from uni_agent_core.config.inference import KV_READ_WEIGHT_H200
 from uni_agent_core.router.prefix_tree import PrefixTree
+
+SGLANG_MAX_TREE_TOKENS = 2**26 // 4
+"""sglang-router's `max_tree_size` default (2**26 characters per worker) at ~4 characters a
+token: far beyond a replica's KV, so within a rollout batch its trees never forget."""
 
 
 @dataclass
@@ -163,8 +170,14 @@ class Sticky:
         self._home = {s: i for s, i in self._home.items() if i != index}
 
 
-class CacheAware(_Stateless):
-    """Longest cached prefix unless the request counts are imbalanced (SGLang router)."""
+class CacheAware:
+    """Longest prefix in its own approximate trees unless request counts are imbalanced
+    (the SGLang router's `cache_aware`).
+
+    Like SGLang's, the trees are built from the request history alone: each routed prompt is
+    inserted into its replica's tree (bounded by `max_tree_tokens`, least recently used first
+    out); what the engines really evicted is never learned, nor how full their KV is.
+    """
 
     name = "cache_aware"
 
@@ -174,23 +187,42 @@ class CacheAware(_Stateless):
         cache_threshold: float = 0.3,
         balance_abs_threshold: int = 64,
         balance_rel_threshold: float = 1.5,
+        max_tree_tokens: int = SGLANG_MAX_TREE_TOKENS,
     ) -> None:
         self.cache_threshold = cache_threshold
         self.balance_abs_threshold = balance_abs_threshold
         self.balance_rel_threshold = balance_rel_threshold
+        self.max_tree_tokens = int(max_tree_tokens)
         self._least = LeastRequests()
+        self._trees: dict[int, PrefixTree] = {}
+
+    def tree(self, index: int) -> PrefixTree:
+        """The approximate tree of replica `index` (what was routed there)."""
+        tree = self._trees.get(index)
+        if tree is None:
+            tree = self._trees[index] = PrefixTree(self.max_tree_tokens)
+        return tree
 
     def choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
         """See the module docstring."""
+        chosen = self._choose(request, replicas)
+        self.tree(chosen.index).insert(request.prompt_ids)
+        return chosen
+
+    def _choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
         loads = [r.in_flight for r in replicas]
         high, low = max(loads), min(loads)
         if high - low > self.balance_abs_threshold and high > self.balance_rel_threshold * low:
             return self._least.choose(request, replicas)
-        matches = [r.tree.match(request.prompt_ids, touch=False) for r in replicas]
+        matches = [self.tree(r.index).match(request.prompt_ids) for r in replicas]
         best = max(range(len(replicas)), key=lambda i: (matches[i], -replicas[i].in_flight))
         if matches[best] > self.cache_threshold * len(request.prompt_ids):
             return replicas[best]
-        return min(replicas, key=lambda r: (r.tree.size, r.in_flight, r.index))
+        return min(replicas, key=lambda r: (self.tree(r.index).size, r.in_flight, r.index))
+
+    def forget(self, index: int) -> None:
+        """Replica `index` left the pool: its tree goes (SGLang removes the worker's tenant)."""
+        self._trees.pop(index, None)
 
 
 @dataclass
@@ -313,7 +345,12 @@ def make_policy(name: str, **options: float) -> Policy:
     if name == "sticky":
         return Sticky()
     if name == "cache_aware":
-        keys = ("cache_threshold", "balance_abs_threshold", "balance_rel_threshold")
+        keys = (
+            "cache_threshold",
+            "balance_abs_threshold",
+            "balance_rel_threshold",
+            "max_tree_tokens",
+        )
         return CacheAware(**{k: options[k] for k in keys if k in options})  # type: ignore[arg-type]
     if name == "token_load":
         keys = (

@@ -58,14 +58,35 @@ def test_sticky_keeps_a_session_home_until_it_leaves_the_pool() -> None:
 def test_cache_aware_follows_the_longest_prefix_unless_requests_are_imbalanced() -> None:
     replicas, policy = _replicas(3), CacheAware()
     prompt = list(range(100))
-    replicas[2].tree.insert(prompt[:80])
+    policy.tree(2).insert(prompt[:80])
     assert policy.choose(_request(prompt), replicas).index == 2
     # A short match (below the 0.3 threshold) goes to the replica with the emptiest tree.
-    replicas[1].tree.insert(list(range(500, 520)))
+    policy.tree(1).insert(list(range(500, 520)))
     assert policy.choose(_request(list(range(10)) + [999] * 90), replicas).index == 0
     # Imbalance: max - min > 64 and max > 1.5 x min -> least requests, whatever is cached.
     replicas[2].in_flight, replicas[0].in_flight, replicas[1].in_flight = 100, 3, 10
     assert policy.choose(_request(prompt), replicas).index == 0
+
+
+def test_cache_aware_trees_learn_only_from_its_own_routing() -> None:
+    """SGLang's approximate trees: routed prompts go in; engine state never reaches them."""
+    replicas, policy = _replicas(2, capacity=1_000), CacheAware()
+    prompt = list(range(400))
+    first = policy.choose(_request(prompt), replicas).index
+    assert policy.tree(first).match(prompt) == 400
+    # The engine evicted it and the router's residency model knows (reconcile); cache_aware
+    # still routes the continuation there, as SGLang's router does.
+    replicas[first].tree.clear()
+    replicas[1 - first].tree.insert(prompt)
+    assert policy.choose(_request(prompt + [7] * 50), replicas).index == first
+    # A replica that leaves the pool loses its tree.
+    policy.forget(first)
+    assert policy.tree(first).size == 0
+    # The tree is bounded (least recently used prefixes go first).
+    small = CacheAware(max_tree_tokens=500)
+    small.choose(_request(list(range(400))), replicas)
+    small.choose(_request(list(range(1_000, 1_400))), replicas[:1])
+    assert small.tree(0).size <= 500
 
 
 def test_token_load_counts_uncached_prefill_plus_decode_plus_queued_work() -> None:
