@@ -108,6 +108,13 @@ class LoweredHistory(Sequence[Message]):
     def __repr__(self) -> str:
         return f"LoweredHistory({len(self)} messages, {self._known} from the memo)"
 
+    def release(self) -> None:
+        """Drop the messages (and the raw payload the prefix would be lowered from); only
+        `hashes` stay. The session calls this once the request is prepared, so a generation in
+        flight does not hold its request's whole history."""
+        self._tail, self._prefix, self._load_prefix = [], [], None
+        self._known = 0
+
     def _all(self) -> list[Message]:
         if self._prefix is None:
             assert self._load_prefix is not None

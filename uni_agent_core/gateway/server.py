@@ -255,6 +255,7 @@ def create_app(
             include_usage = openai_include_usage(payload)
         except (_Rejected, WireError) as exc:
             return error_response(_openai_envelope, exc)
+        del payload  # the parsed body is not held while generating (the session has its tokens)
         response_id = "chatcmpl-" + uuid.uuid4().hex
         created = int(time.time())
         if chat.stream:

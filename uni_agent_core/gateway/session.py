@@ -29,7 +29,7 @@ from uni_agent_core.gateway.chain import Chain, Continuation, select_chain, toke
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import DecodedReply, ReplyDecoder
 from uni_agent_core.gateway.hashing import extend_hash, tools_key
-from uni_agent_core.gateway.history import HistoryCache, history_hashes
+from uni_agent_core.gateway.history import HistoryCache, LoweredHistory, history_hashes
 from uni_agent_core.gateway.metrics import GatewayMetrics
 from uni_agent_core.gateway.request import ChatChoice, ChatRequest, Message, StreamDelta
 from uni_agent_core.inference.types import Engine, FinishReason, GenerateRequest, TokenOutput
@@ -84,7 +84,8 @@ class _Plan:
     cut: int | None = None
     dropped_trainable: int = 0
     delta: list[int] = field(default_factory=list)
-    prompt: list[int] = field(default_factory=list)
+    prompt: array = field(default_factory=token_array)
+    """What the engine gets: a compact int32 array, never a list of Python ints."""
 
 
 @dataclass(eq=False, slots=True)
@@ -172,28 +173,54 @@ class GatewaySession:
     async def chat(
         self, request: ChatRequest, on_delta: DeltaSink | None = None
     ) -> list[ChatChoice]:
-        """Serve one chat request: `request.n` samples, each committed to its chain."""
+        """Serve one chat request: `request.n` samples, each committed to its chain.
+
+        A history lowered from the wire (`LoweredHistory`) is released once the request is
+        prepared: a generation in flight holds its prompt's tokens, not its messages.
+        """
         self._check_open()
         self.last_used = time.monotonic()
         sampling = self._sampling(request)
         stop_ids = self._stop_token_ids(request)
         plans = await self._prepare(request)
-        tasks = [
-            asyncio.ensure_future(self._generate(i, plan, request, sampling, stop_ids, on_delta))
-            for i, plan in enumerate(plans)
-        ]
+        tools = request.tools
+        if isinstance(request.messages, LoweredHistory):
+            request.messages.release()  # the wire payload is not needed while generating
         try:
-            samples = await asyncio.gather(*tasks)
+            samples = await self._generate_all(plans, tools, sampling, stop_ids, on_delta)
             # All samples are in: commit them together, so a request either records every
             # sample or (on any failure) none.
             return [await self._commit(*sample) for sample in samples]
         except BaseException:
-            # One sample failed or the caller went away: stop the siblings too, then release
-            # every reservation that was not committed.
+            # A sample failed or the caller went away: release every reservation not committed.
+            await asyncio.shield(self._release(plans))
+            raise
+
+    async def _generate_all(
+        self,
+        plans: list[_Plan],
+        tools: list[dict[str, Any]] | None,
+        sampling: dict[str, Any],
+        stop_ids: list[int],
+        on_delta: DeltaSink | None,
+    ) -> list[tuple[int, _Plan, TokenOutput | None, DecodedReply | None]]:
+        """Every sample as its own task; when one fails (or the caller goes away), the others
+        are cancelled before the error propagates.
+
+        One sample gets a task too: awaiting it directly was measured slower over HTTP (1860
+        vs 2470 turns per CPU-second at 100 sessions with an instant engine), because the
+        switch lets the event loop run many requests' same phases back to back.
+        """
+        tasks = [
+            asyncio.ensure_future(self._generate(i, plan, tools, sampling, stop_ids, on_delta))
+            for i, plan in enumerate(plans)
+        ]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
             for task in tasks:
                 task.cancel()
             await asyncio.wait(tasks)
-            await asyncio.shield(self._release(plans))
             raise
 
     @property
@@ -286,7 +313,7 @@ class GatewaySession:
         if plan.kind is Continuation.NEW:
             prompt = await self._blocking(self.codec.encode_full, messages, tools)
             chain.prompt_ids = token_array(prompt)
-            plan.prompt = prompt
+            plan.prompt = chain.prompt_ids[:]
             return
         depth = chain.history_len if plan.kind is Continuation.APPEND else chain.k
         ended = chain.ended if plan.kind is Continuation.APPEND else True
@@ -296,7 +323,7 @@ class GatewaySession:
         self._check_generation_prompt(delta)
         plan.delta = delta
         kept = chain.response_ids if plan.cut is None else chain.response_ids[: plan.cut]
-        plan.prompt = chain.prompt_ids.tolist() + kept.tolist() + delta
+        plan.prompt = chain.prompt_ids + kept + token_array(delta)
 
     def _check_generation_prompt(self, delta: list[int]) -> None:
         gen, sep = self.codec.generation_prompt_ids, self.codec.separator_ids
@@ -312,7 +339,7 @@ class GatewaySession:
         self,
         index: int,
         plan: _Plan,
-        request: ChatRequest,
+        tools: list[dict[str, Any]] | None,
         sampling: dict[str, Any],
         stop_ids: list[int],
         on_delta: DeltaSink | None,
@@ -341,29 +368,29 @@ class GatewaySession:
             **sampling,
         )
         started = time.perf_counter()
-        output = await self._call_engine(index, engine_request, request, on_delta)
+        output = await self._call_engine(index, engine_request, tools, on_delta)
         self.metrics.engine_latency.observe(time.perf_counter() - started)
         if output.finish_reason is FinishReason.ABORT:
             raise RuntimeError("the engine aborted the generation; nothing was recorded")
-        reply = self.decoder.decode(output.token_ids, output.finish_reason, request.tools)
+        reply = self.decoder.decode(output.token_ids, output.finish_reason, tools)
         return index, plan, output, reply
 
     async def _call_engine(
         self,
         index: int,
         engine_request: GenerateRequest,
-        request: ChatRequest,
+        tools: list[dict[str, Any]] | None,
         on_delta: DeltaSink | None,
     ) -> TokenOutput:
         stream = getattr(self.engine, "generate_stream", None)
         if on_delta is None or stream is None:
             output = await self.engine.generate(engine_request)
             if on_delta is not None:
-                text = self.decoder.stream_text(output.token_ids, request.tools)
+                text = self.decoder.stream_text(output.token_ids, tools)
                 if text:
                     await on_delta(StreamDelta(index=index, text=text))
             return output
-        streamer = self.decoder.streamer(request.tools)
+        streamer = self.decoder.streamer(tools)
         output: TokenOutput | None = None
         async for item in stream(engine_request):
             if isinstance(item, TokenOutput):

@@ -333,7 +333,7 @@ def _check_stop_token(matched: Any, token_ids: list[int], where: str) -> None:
 
 
 def _check_prompt(echoed: list[int], request: GenerateRequest) -> None:
-    if echoed != request.prompt_ids:
+    if echoed != list(request.prompt_ids):
         raise EngineProtocolError(
             f"the server saw a different prompt ({len(echoed)} tokens) than was sent "
             f"({len(request.prompt_ids)} tokens): token-in/token-out is broken"

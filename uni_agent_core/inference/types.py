@@ -8,14 +8,26 @@ re-tokenizes what a model sampled: that is what keeps rollouts exact to the toke
 from __future__ import annotations
 
 import uuid
+from array import array
 from enum import StrEnum
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 PauseMode = Literal["keep", "abort"]
 """`keep`: in-flight requests wait and continue after `resume()`; `abort`: they end now with
 finish reason `abort` (and whatever tokens the engine can return)."""
+
+
+def _integer_array(value: array) -> array:
+    if value.typecode not in "bBhHiIlLqQ":
+        raise ValueError(f"token ids must be integers, got an array of typecode {value.typecode!r}")
+    return value
+
+
+TokenIds = list[int] | Annotated[array, AfterValidator(_integer_array)]
+"""Token ids: a list, or a compact integer `array` (4 bytes a token instead of ~36 in a list
+of Python ints). Read them as a sequence; copy with `list(...)` where a list is needed."""
 
 
 class EngineClosedError(RuntimeError):
@@ -36,10 +48,11 @@ class FinishReason(StrEnum):
 class GenerateRequest(BaseModel):
     """One generation call: a token-id prompt and its sampling parameters."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    prompt_ids: list[int] = Field(min_length=1)
-    """Token ids of the full prompt, exactly as the trainer will see them."""
+    prompt_ids: TokenIds = Field(min_length=1)
+    """Token ids of the full prompt, exactly as the trainer will see them. The gateway sends an
+    `array` (a thousand in-flight 30K-token prompts are 120 MB that way, 1 GB as lists)."""
     max_new_tokens: int = Field(default=256, ge=1)
     """Upper bound on sampled tokens; the output may be shorter (stop) or cut by the context."""
     temperature: float = Field(default=1.0, ge=0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import random
 from typing import Any
@@ -177,3 +178,20 @@ def test_random_edit_sequences_always_match_a_full_lowering() -> None:
         assert history_hashes(request.messages) == prefix_hashes(reference), step
         assert list(request.messages) == reference, step
     assert cache.hits > 50 and cache.misses > 20
+
+
+def test_the_session_releases_a_wire_history_while_generating(make_session) -> None:
+    session, engine = make_session()
+    request = parse_openai_request(_openai(_conversation(2)), session.history)
+    assert len(request.messages) == 6
+    lengths_seen_by_the_engine: list[int] = []
+    generate = engine.generate
+
+    async def recording(engine_request):
+        lengths_seen_by_the_engine.append(len(request.messages))
+        return await generate(engine_request)
+
+    engine.generate = recording
+    asyncio.run(session.chat(request))
+    assert lengths_seen_by_the_engine == [0]
+    assert len(request.messages.hashes) == 7  # the prefix hashes stay

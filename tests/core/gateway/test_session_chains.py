@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from array import array
 
 import pytest
 
@@ -51,6 +52,22 @@ def test_linear_conversation_stays_one_chain(make_session) -> None:
     check(session)
     (trajectory,) = session.trajectories()
     assert trajectory.num_turns == 4 and trajectory.trainable_tokens > 0
+
+
+def test_the_engine_gets_compact_int32_prompts_equal_to_the_recorded_calls(make_session) -> None:
+    session, engine = make_session()
+
+    async def go():
+        history = [SYSTEM, USER]
+        for turn in range(3):
+            choice = await ask(session, history)
+            history += [assistant(choice.content), tool(f"out {turn}")]
+
+    run(go())
+    sent = [request.prompt_ids for request in engine.requests]
+    assert all(isinstance(p, array) and p.typecode == "i" for p in sent)
+    assert [p.tolist() for p in sent] == [call.prompt_ids for call in session.calls]
+    check(session)
 
 
 def test_subagent_with_other_system_prompt_forks_and_main_chain_resumes(make_session) -> None:

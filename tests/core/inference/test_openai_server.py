@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -306,7 +307,7 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def req(prompt: list[int], **kw: Any) -> GenerateRequest:
+def req(prompt: list[int] | array, **kw: Any) -> GenerateRequest:
     return GenerateRequest(prompt_ids=prompt, **kw)
 
 
@@ -329,6 +330,30 @@ def test_tokens_logprobs_and_stop_token_round_trip(fake: FakeServer, api: str) -
     assert out.finish_reason is FinishReason.STOP
     assert out.policy_version == [0, 0, 0]
     assert out.prompt_tokens == 3 and out.cached_prefix_tokens == 0
+
+
+@pytest.mark.parametrize("api", ["vllm", "sglang"])
+def test_a_compact_token_array_prompt_round_trips(fake: FakeServer, api: str) -> None:
+    """The gateway sends prompts as int32 arrays: sent as JSON lists, echoes still checked."""
+
+    async def main() -> Any:
+        engine = OpenAIServerEngine(fake.url, api=api, model=MODEL)
+        try:
+            prompt = array("i", [5, 6, 7])
+            return await engine.generate(req(prompt, max_new_tokens=10, stop_token_ids=[488]))
+        finally:
+            await engine.close()
+
+    out = run(main())
+    assert out.token_ids == [224, 951, 488] and out.prompt_tokens == 3
+
+
+def test_token_arrays_must_hold_integers() -> None:
+    assert list(req(array("q", [1, 2])).prompt_ids) == [1, 2]
+    with pytest.raises(ValueError, match="typecode 'd'"):
+        req(array("d", [1.5]))
+    with pytest.raises(ValueError):
+        req(array("i"))
 
 
 @pytest.mark.parametrize("api", ["vllm", "sglang"])
