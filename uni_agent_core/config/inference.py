@@ -34,6 +34,10 @@ KV_READ_WEIGHT_H200 = 34.1e-9 / 29.5e-6
 GEMM time per prompt token for Llama-3.1-8B on an H200 (the router simulator's `vllm_h200`
 profile, `router/sim/profiles.py`, states the sources)."""
 
+SGLANG_MAX_TREE_TOKENS = 2**26 // 4
+"""sglang-router's `max_tree_size` default (2**26 characters per worker) at ~4 characters a
+token: far beyond a replica's KV, so within a rollout batch its trees never forget."""
+
 
 class OpenAIServerEngineConfig(ConfigModel):
     """vLLM or SGLang servers reached over HTTP, asked for token ids and logprobs."""
@@ -112,9 +116,9 @@ class RouterConfig(ConfigModel):
     """`cache_aware`: requests are imbalanced when max - min in-flight exceeds this..."""
     balance_rel_threshold: float = Field(default=1.5, ge=1.0)
     """...and max exceeds this multiple of min; then the least-loaded replica is chosen."""
-    cache_aware_max_tree_tokens: int = Field(default=2**24, ge=1)
+    cache_aware_max_tree_tokens: int = Field(default=SGLANG_MAX_TREE_TOKENS, ge=1)
     """`cache_aware`: size bound of its approximate per-replica trees (built from routed prompts
-    only, as SGLang's router does; sglang-router's 2**26 characters at ~4 a token)."""
+    only, as SGLang's router does)."""
     kv_capacity_tokens: int | None = Field(default=None, ge=1)
     """KV tokens per replica in the router's residency model; None takes the HF engine's
     `prefix_cache_tokens`, or what remote servers report."""

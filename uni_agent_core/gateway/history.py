@@ -155,7 +155,7 @@ def lower_history(
         hasher = _prefix_hasher(head_raw, raw[: memo.raw_count])
         if hasher is None or hasher.digest() != memo.digest:
             hasher = None
-    if memo is None or hasher is None:
+    if hasher is None:  # no usable memo: lower everything
         lowered = list(head)
         for i, message in enumerate(raw):
             lowered.extend(lower(message, i))
@@ -165,6 +165,7 @@ def lower_history(
             _remember(cache, protocol, raw, history, _prefix_hasher(head_raw, raw))
         return history
 
+    assert memo is not None and cache is not None
     known_raw, known = memo.raw_count, memo.lowered_count
     tail_raw = len(raw) > known_raw
     tail: list[Message] = []
@@ -181,7 +182,6 @@ def lower_history(
         return prefix
 
     history = LoweredHistory(tail, hashes, known, load_prefix)
-    assert cache is not None
     cache.hits += 1
     extended = _extend(hasher, raw[known_raw:]) if tail_raw else hasher
     _remember(cache, protocol, raw, history, extended)

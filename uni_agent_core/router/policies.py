@@ -35,12 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from uni_agent_core.config.inference import KV_READ_WEIGHT_H200
+from uni_agent_core.config.inference import KV_READ_WEIGHT_H200, SGLANG_MAX_TREE_TOKENS
 from uni_agent_core.router.prefix_tree import PrefixTree
-
-SGLANG_MAX_TREE_TOKENS = 2**26 // 4
-"""sglang-router's `max_tree_size` default (2**26 characters per worker) at ~4 characters a
-token: far beyond a replica's KV, so within a rollout batch its trees never forget."""
 
 
 @dataclass
