@@ -1,8 +1,9 @@
 """Chains and chain selection: which token buffer a chat request continues.
 
-A chain is one token-level trajectory of a session: `prompt_ids`, then response tokens with a
-loss mask (1 = sampled by the engine for this chain), logprobs and weight versions, plus the
-prefix hashes of the message history it represents. For a request with messages `m`:
+A chain is one token-level trajectory of a session: `prompt_ids`, then response tokens with
+their labels — loss mask (1 = sampled by the engine for this chain), logprobs and weight
+versions — plus the prefix hashes of the message history it represents. For a request with
+messages `m`:
 
 1. chains that are reserved (a generation in flight), closed (capacity) or that have another
    tool list are skipped;
@@ -24,6 +25,8 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from uni_agent_core.gateway.labels import ResponseLabels
 
 
 def token_array(values: list[int] | None = None) -> array:
@@ -48,13 +51,11 @@ class Chain:
     digests: bytes
     """Prefix hashes of the history (request messages + latest assistant), 32 bytes each,
     concatenated (history + 1 of them); a flat blob costs no per-digest object."""
-    # Token buffers are typed arrays: 13 bytes a response token in all (int32 id, int8 mask,
-    # float32 logprob — what engines produce — and int32 version).
+    # Token ids are int32 arrays; the response's mask, logprobs and versions are run-length
+    # coded (`labels.py`): about 4 bytes a context token and 8 a sampled one.
     prompt_ids: array = field(default_factory=token_array)
     response_ids: array = field(default_factory=token_array)
-    mask: array = field(default_factory=lambda: array("b"))
-    logprobs: array = field(default_factory=lambda: array("f"))
-    versions: array = field(default_factory=token_array)
+    labels: ResponseLabels = field(default_factory=ResponseLabels)
     ended: bool = True
     """Whether the buffer ends with the end-of-turn token (False after a `length` stop)."""
     rollback_cut: int | None = None

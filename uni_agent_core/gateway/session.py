@@ -36,7 +36,6 @@ from uni_agent_core.inference.types import Engine, FinishReason, GenerateRequest
 from uni_agent_core.types import EngineCall, Trajectory
 
 DeltaSink = Callable[[StreamDelta], Awaitable[None]]
-_CONTEXT_VERSION = array("i", [-1])
 
 
 class SessionClosedError(RuntimeError):
@@ -114,8 +113,8 @@ class _CallRecord:
         return (
             chain.prompt_ids + chain.response_ids[:start],
             chain.response_ids[start:end],
-            chain.logprobs[start:end],
-            chain.versions[start:end],
+            chain.labels.logprobs(start, end),
+            chain.labels.versions(start, end),
         )
 
     def freeze(self) -> None:
@@ -236,9 +235,9 @@ class GatewaySession:
                 chain_id=c.id,
                 prompt_ids=c.prompt_ids.tolist(),
                 response_ids=c.response_ids.tolist(),
-                loss_mask=c.mask.tolist(),
-                logprobs=c.logprobs.tolist(),
-                policy_versions=c.versions.tolist(),
+                loss_mask=c.labels.mask(),
+                logprobs=c.labels.logprobs().tolist(),
+                policy_versions=c.labels.versions().tolist(),
                 finish_reason=c.finish_reason,
                 num_turns=c.turns,
                 metadata={
@@ -303,7 +302,7 @@ class GatewaySession:
         if kind is Continuation.ROLLBACK:
             cut = chain.rollback_cut
             assert cut is not None
-            dropped = sum(chain.mask[cut:])
+            dropped = chain.labels.sampled - chain.labels.sampled_before(cut)
             return _Plan(kind, chain, False, hashes, cut=cut, dropped_trainable=dropped)
         return _Plan(kind, chain, False, hashes)
 
@@ -420,18 +419,14 @@ class GatewaySession:
                 superseded = self._calls[chain.latest_call]
                 superseded.freeze()
                 superseded.superseded = True
-                for buffer in (chain.response_ids, chain.mask, chain.logprobs, chain.versions):
-                    del buffer[plan.cut :]
-            n_delta, n_out = len(plan.delta), len(output.token_ids)
+                del chain.response_ids[plan.cut :]
+                chain.labels.truncate(plan.cut)
+            n_out = len(output.token_ids)
             chain.response_ids.extend(plan.delta)
-            chain.mask.frombytes(bytes(n_delta))
-            chain.logprobs.frombytes(bytes(4 * n_delta))
-            chain.versions.extend(_CONTEXT_VERSION * n_delta)
+            chain.labels.add_context(len(plan.delta))
             gen_start = len(chain.response_ids)
             chain.response_ids.extend(output.token_ids)
-            chain.mask.frombytes(b"\x01" * n_out)
-            chain.logprobs.extend(output.logprobs)
-            chain.versions.extend(output.policy_version)
+            chain.labels.add_sampled(output.logprobs, output.policy_version)
             self._calls.append(
                 _CallRecord(
                     chain=chain,
