@@ -47,6 +47,7 @@ from uni_agent_core.gateway.adapters.openai_render import (
     openai_response,
     sse_event,
 )
+from uni_agent_core.gateway.heap import IdleHeapTrimmer
 from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
 from uni_agent_core.gateway.request import ChatChoice, ChatRequest, StreamDelta
 from uni_agent_core.gateway.session import (
@@ -94,6 +95,7 @@ def create_app(
     model_name: str = "agent-rl-policy",
     max_request_bytes: int = 16 << 20,
     close_engine: bool = True,
+    trim_heap_when_idle: bool = False,
 ) -> GatewayApp:
     """Build the gateway application around a session manager.
 
@@ -102,14 +104,23 @@ def create_app(
         model_name: the model name reported to clients (any requested name is accepted).
         max_request_bytes: larger request bodies are refused with 413.
         close_engine: close the engine when the app shuts down.
+        trim_heap_when_idle: hand freed C heap back to the OS after bursts (`heap.py`); for a
+            process that is only a gateway, not for one embedded in a trainer.
     """
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         manager.start()
+        trimmer = None
+        if trim_heap_when_idle:
+            heap = IdleHeapTrimmer(lambda: manager.metrics.requests)
+            trimmer = asyncio.get_running_loop().create_task(heap.run())
         try:
             yield
         finally:
+            if trimmer is not None:
+                trimmer.cancel()
+                await asyncio.wait([trimmer])
             await manager.stop()
             if close_engine:
                 await manager.engine.close()
@@ -121,9 +132,15 @@ def create_app(
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_request_bytes:
             raise _Rejected(413, f"request body exceeds {max_request_bytes} bytes")
-        body = await request.body()
-        if len(body) > max_request_bytes:
-            raise _Rejected(413, f"request body exceeds {max_request_bytes} bytes")
+        # Read without Starlette's cache: `request.body()` keeps the bytes on the request, and so
+        # for as long as the generation runs.
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_request_bytes:
+                raise _Rejected(413, f"request body exceeds {max_request_bytes} bytes")
+            chunks.append(chunk)
+        body = b"".join(chunks)
         if not body:
             return None
         try:

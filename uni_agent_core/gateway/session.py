@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from uni_agent_core.gateway.calls import CallLog
 from uni_agent_core.gateway.chain import Chain, Continuation, select_chain, token_array
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import DecodedReply, ReplyDecoder
@@ -87,53 +88,6 @@ class _Plan:
     """What the engine gets: a compact int32 array, never a list of Python ints."""
 
 
-@dataclass(eq=False, slots=True)
-class _CallRecord:
-    """One engine call, stored by reference into its chain.
-
-    By construction the call's prompt is the chain's first `prompt_len` tokens and its output
-    the `output_len` tokens after them, so nothing is copied — until a rollback cuts the chain
-    there, when `freeze` keeps a copy of both.
-    """
-
-    chain: Chain
-    prompt_len: int
-    output_len: int
-    finish_reason: str
-    superseded: bool = False
-    frozen: tuple[array, array, array, array] | None = None
-    """(prompt, output ids, logprobs, versions), copied before a rollback cut."""
-
-    def _view(self) -> tuple[array, array, array, array]:
-        if self.frozen is not None:
-            return self.frozen
-        chain = self.chain
-        start = self.prompt_len - len(chain.prompt_ids)
-        end = start + self.output_len
-        return (
-            chain.prompt_ids + chain.response_ids[:start],
-            chain.response_ids[start:end],
-            chain.labels.logprobs(start, end),
-            chain.labels.versions(start, end),
-        )
-
-    def freeze(self) -> None:
-        if self.frozen is None:
-            self.frozen = self._view()
-
-    def to_engine_call(self) -> EngineCall:
-        prompt, output, logprobs, versions = self._view()
-        return EngineCall.model_construct(
-            chain_id=self.chain.id,
-            prompt_ids=prompt.tolist(),
-            output_ids=output.tolist(),
-            output_logprobs=logprobs.tolist(),
-            policy_version=versions.tolist(),
-            finish_reason=self.finish_reason,
-            superseded=self.superseded,
-        )
-
-
 class GatewaySession:
     """Chains and engine calls of one agent session."""
 
@@ -157,7 +111,7 @@ class GatewaySession:
         self.metrics = metrics
         self.metadata = dict(metadata or {})
         self.chains: list[Chain] = []
-        self._calls: list[_CallRecord] = []
+        self._calls = CallLog()
         self.closed = False
         self.last_used = time.monotonic()
         self._lock = asyncio.Lock()
@@ -225,7 +179,7 @@ class GatewaySession:
     @property
     def calls(self) -> list[EngineCall]:
         """Every engine call so far, in order (materialised on demand)."""
-        return [record.to_engine_call() for record in self._calls]
+        return self._calls.engine_calls()
 
     def trajectories(self) -> list[Trajectory]:
         """Every chain as a `Trajectory` (chains with nothing generated yet are skipped)."""
@@ -416,9 +370,7 @@ class GatewaySession:
         async with self._lock:
             if plan.kind is Continuation.ROLLBACK:
                 assert plan.cut is not None and chain.latest_call is not None
-                superseded = self._calls[chain.latest_call]
-                superseded.freeze()
-                superseded.superseded = True
+                self._calls.supersede(chain.latest_call)
                 del chain.response_ids[plan.cut :]
                 chain.labels.truncate(plan.cut)
             n_out = len(output.token_ids)
@@ -427,14 +379,7 @@ class GatewaySession:
             gen_start = len(chain.response_ids)
             chain.response_ids.extend(output.token_ids)
             chain.labels.add_sampled(output.logprobs, output.policy_version)
-            self._calls.append(
-                _CallRecord(
-                    chain=chain,
-                    prompt_len=len(plan.prompt),
-                    output_len=n_out,
-                    finish_reason=str(output.finish_reason),
-                )
-            )
+            call = self._calls.append(chain, len(plan.prompt), n_out, output.finish_reason)
             if plan.kind is Continuation.NEW:
                 chain.rollback_cut = None
             else:
@@ -462,7 +407,7 @@ class GatewaySession:
             capacity = self.settings.max_total_tokens
             if capacity is not None and chain.total_tokens >= capacity:
                 chain.closed, chain.finish_reason = True, "length"
-            chain.latest_call = len(self._calls) - 1
+            chain.latest_call = call
             chain.reserved = False
         self.metrics.observe_call(len(plan.prompt), output)
         return ChatChoice(

@@ -1,0 +1,84 @@
+"""`IdleHeapTrimmer`: trims once a request counter stops moving, never while it moves."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes.util
+import sys
+
+import pytest
+
+from uni_agent_core.gateway.heap import IdleHeapTrimmer
+
+GLIBC = sys.platform == "linux" and "libc.so.6" in (ctypes.util.find_library("c") or "")
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def __call__(self) -> int:
+        return self.value
+
+
+def test_due_after_one_quiet_interval_following_activity() -> None:
+    requests = Counter()
+    trimmer = IdleHeapTrimmer(requests)
+    assert not trimmer.due()  # idle since start: nothing to give back
+    requests.value += 5
+    assert not trimmer.due()  # busy
+    requests.value += 1
+    assert not trimmer.due()  # still busy
+    assert trimmer.due()  # quiet for one interval: trim
+    assert not trimmer.due()  # once per burst
+    requests.value += 1
+    assert not trimmer.due()
+    assert trimmer.due()
+
+
+def test_bad_interval_is_refused() -> None:
+    with pytest.raises(ValueError, match="interval_s must be positive"):
+        IdleHeapTrimmer(Counter(), interval_s=0)
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim is a glibc function")
+def test_trim_calls_malloc_trim() -> None:
+    trimmer = IdleHeapTrimmer(Counter())
+    assert trimmer.supported
+    assert trimmer.trim() and trimmer.trims == 1 and trimmer.trim_seconds > 0
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim is a glibc function")
+def test_run_trims_once_the_counter_stops() -> None:
+    requests = Counter()
+
+    async def scenario() -> IdleHeapTrimmer:
+        trimmer = IdleHeapTrimmer(requests, interval_s=0.02)
+        task = asyncio.create_task(trimmer.run())
+        requests.value += 1  # a request, then quiet
+        await asyncio.sleep(0.3)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return trimmer
+
+    assert asyncio.run(scenario()).trims == 1  # one per burst, however long the quiet
+
+
+def test_an_app_that_trims_when_idle_starts_serves_and_stops(tiny_tokenizer) -> None:
+    from fastapi.testclient import TestClient
+
+    from uni_agent_core.gateway.manager import SessionManager
+    from uni_agent_core.gateway.server import create_app
+    from uni_agent_core.inference.scripted import ScriptedEngine
+
+    engine = ScriptedEngine(tiny_tokenizer)
+    engine.replies = {0: "done"}
+    app = create_app(SessionManager(engine, tiny_tokenizer), trim_heap_when_idle=True)
+    with TestClient(app) as client:
+        created = client.post("/sessions", json={}).json()
+        reply = client.post(
+            f"/sessions/{created['session_id']}/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "hi"}]},
+            headers={"authorization": f"Bearer {created['api_key']}"},
+        )
+        assert reply.status_code == 200

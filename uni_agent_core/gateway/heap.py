@@ -1,0 +1,93 @@
+"""Handing a standalone gateway's freed heap back to the OS once a burst of requests is over.
+
+When many agents send their turn at once, the process holds every request in flight together:
+the raw body, the parsed messages and the engine prompt — about 60 KB for a 3K-token history.
+Once they are answered, that memory is free, but glibc's malloc keeps the pages: they lie as
+holes between the long-lived token buffers of the chains, and malloc returns only the top of
+its heap by itself. `malloc_trim(0)` hands every free page back (`madvise`). With
+`bench/gateway.py`'s 1000 concurrent 20-turn sessions that is about a third of the RSS the burst
+left behind (server RSS per stored token 23 -> 15.5 B).
+
+`IdleHeapTrimmer` calls it once the process has been quiet for a moment: it samples a request
+counter every `interval_s`, and trims when the counter has not moved for a whole interval after
+it last did. A process under steady load never trims (its free pages are reused at once); one
+that pauses, as agent sessions do while their tools run, gives the burst's memory back within
+one to two intervals. Trimming costs milliseconds per gigabyte of heap and runs off the event
+loop. Where the C library has no `malloc_trim` (musl, macOS) the trimmer does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+class IdleHeapTrimmer:
+    """Trims the C heap when `activity()` (a monotone request counter) stops moving.
+
+    Args:
+        activity: a counter that grows with every request the process serves.
+        interval_s: how often the counter is sampled; a trim follows one quiet interval.
+    """
+
+    def __init__(self, activity: Callable[[], int], interval_s: float = 1.0) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be positive, got {interval_s}")
+        self.activity = activity
+        self.interval_s = interval_s
+        self.trims = 0
+        self.trim_seconds = 0.0
+        self._malloc_trim = _libc_malloc_trim()
+        self._last = activity()
+        self._pending = False
+
+    @property
+    def supported(self) -> bool:
+        """Whether this C library can trim its heap."""
+        return self._malloc_trim is not None
+
+    def due(self) -> bool:
+        """Sample the counter: True when it moved before the last sample but not since."""
+        now = self.activity()
+        moved, self._last = now != self._last, now
+        if moved:
+            self._pending = True
+            return False
+        if self._pending:
+            self._pending = False
+            return True
+        return False
+
+    def trim(self) -> bool:
+        """Return free heap pages to the OS now; False where that is not supported."""
+        if self._malloc_trim is None:
+            return False
+        started = time.perf_counter()
+        self._malloc_trim(0)
+        self.trims += 1
+        self.trim_seconds += time.perf_counter() - started
+        return True
+
+    async def run(self) -> None:
+        """Sample and trim forever (cancel to stop)."""
+        if not self.supported:
+            logger.debug("no malloc_trim in this C library: idle heap trimming is off")
+            return
+        while True:
+            await asyncio.sleep(self.interval_s)
+            if self.due():
+                await asyncio.to_thread(self.trim)
