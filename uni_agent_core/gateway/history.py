@@ -40,8 +40,9 @@ class HistoryMemo:
     digest: bytes
     """SHA-256 over the head and the first `raw_count` raw messages (see `_prefix_hasher`)."""
     lowered_count: int
-    hashes: list[bytes]
-    """`prefix_hashes` of the `lowered_count` lowered messages (one more entry)."""
+    hashes: bytes
+    """`prefix_hashes` of the `lowered_count` lowered messages (one more entry), concatenated:
+    one blob per session instead of a long-lived object per message."""
 
 
 class HistoryCache:
@@ -171,7 +172,8 @@ def lower_history(
     tail: list[Message] = []
     for i in range(known_raw, len(raw)):
         tail.extend(lower(raw[i], i))
-    hashes = memo.hashes[:]
+    blob = memo.hashes
+    hashes = [blob[i : i + 32] for i in range(0, len(blob), 32)]
     for message in tail:
         hashes.append(extend_hash(hashes[-1], message))
 
@@ -198,7 +200,8 @@ def _remember(
     if hasher is None:
         cache.memo = None
         return
-    cache.memo = HistoryMemo(protocol, len(raw), hasher.digest(), len(history), history.hashes)
+    digests = b"".join(history.hashes)
+    cache.memo = HistoryMemo(protocol, len(raw), hasher.digest(), len(history), digests)
 
 
 def _items(values: list[Any]) -> memoryview:
