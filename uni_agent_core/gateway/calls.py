@@ -13,6 +13,7 @@ so `/calls` still shows exactly what the engine was given and sampled.
 from __future__ import annotations
 
 from array import array
+from typing import ClassVar
 
 from uni_agent_core.gateway.chain import Chain
 from uni_agent_core.types import EngineCall
@@ -26,8 +27,8 @@ class CallLog:
 
     __slots__ = ("_chains", "_prompt_lens", "_output_lens", "_reasons", "_superseded", "_frozen")
 
-    _reason_names: list[str] = []
-    _reason_codes: dict[str, int] = {}
+    _reason_names: ClassVar[list[str]] = []
+    _reason_codes: ClassVar[dict[str, int]] = {}
     """Finish reasons seen by any log (a handful), shared so each call stores one byte."""
 
     def __init__(self) -> None:

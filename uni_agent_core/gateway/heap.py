@@ -42,13 +42,20 @@ class IdleHeapTrimmer:
     Args:
         activity: a counter that grows with every request the process serves.
         interval_s: how often the counter is sampled; a trim follows one quiet interval.
+        on_trim: called with the seconds each trim took (for `/metrics`).
     """
 
-    def __init__(self, activity: Callable[[], int], interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        activity: Callable[[], int],
+        interval_s: float = 1.0,
+        on_trim: Callable[[float], None] | None = None,
+    ) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, got {interval_s}")
         self.activity = activity
         self.interval_s = interval_s
+        self.on_trim = on_trim
         self.trims = 0
         self.trim_seconds = 0.0
         self._malloc_trim = _libc_malloc_trim()
@@ -78,8 +85,11 @@ class IdleHeapTrimmer:
             return False
         started = time.perf_counter()
         self._malloc_trim(0)
+        took = time.perf_counter() - started
         self.trims += 1
-        self.trim_seconds += time.perf_counter() - started
+        self.trim_seconds += took
+        if self.on_trim is not None:
+            self.on_trim(took)
         return True
 
     async def run(self) -> None:

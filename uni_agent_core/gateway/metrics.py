@@ -58,8 +58,14 @@ class GatewayMetrics:
     sessions_created: int = 0
     sessions_expired: int = 0
     live_sessions: int = 0
+    heap_trims: int = 0
+    heap_trim_seconds: float = 0.0
     request_latency: Histogram = field(default_factory=Histogram)
     engine_latency: Histogram = field(default_factory=Histogram)
+
+    def observe_heap_trim(self, seconds: float) -> None:
+        self.heap_trims += 1
+        self.heap_trim_seconds += seconds
 
     def observe_call(self, prompt_tokens: int, output: TokenOutput) -> None:
         self.engine_calls += 1
@@ -97,6 +103,8 @@ class GatewayMetrics:
             ),
             "sessions_created_total": (self.sessions_created, "sessions created"),
             "sessions_expired_total": (self.sessions_expired, "idle sessions expired"),
+            "heap_trims_total": (self.heap_trims, "freed heap handed back to the OS after bursts"),
+            "heap_trim_seconds_total": (self.heap_trim_seconds, "time spent handing it back"),
         }
         lines: list[str] = []
         for name, (value, help_text) in counters.items():

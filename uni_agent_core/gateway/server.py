@@ -113,7 +113,8 @@ def create_app(
         manager.start()
         trimmer = None
         if trim_heap_when_idle:
-            heap = IdleHeapTrimmer(lambda: manager.metrics.requests)
+            metrics = manager.metrics
+            heap = IdleHeapTrimmer(lambda: metrics.requests, on_trim=metrics.observe_heap_trim)
             trimmer = asyncio.get_running_loop().create_task(heap.run())
         try:
             yield

@@ -42,10 +42,15 @@ def test_bad_interval_is_refused() -> None:
 
 
 @pytest.mark.skipif(not GLIBC, reason="malloc_trim is a glibc function")
-def test_trim_calls_malloc_trim() -> None:
-    trimmer = IdleHeapTrimmer(Counter())
+def test_trim_calls_malloc_trim_and_reports_it() -> None:
+    from uni_agent_core.gateway.metrics import GatewayMetrics
+
+    metrics = GatewayMetrics()
+    trimmer = IdleHeapTrimmer(Counter(), on_trim=metrics.observe_heap_trim)
     assert trimmer.supported
     assert trimmer.trim() and trimmer.trims == 1 and trimmer.trim_seconds > 0
+    assert metrics.heap_trims == 1 and metrics.heap_trim_seconds == trimmer.trim_seconds
+    assert "agent_rl_gateway_heap_trims_total 1" in metrics.render()
 
 
 @pytest.mark.skipif(not GLIBC, reason="malloc_trim is a glibc function")
