@@ -110,11 +110,12 @@ class LoweredHistory(Sequence[Message]):
         return f"LoweredHistory({len(self)} messages, {self._known} from the memo)"
 
     def release(self) -> None:
-        """Drop the messages (and the raw payload the prefix would be lowered from); only
-        `hashes` stay. The session calls this once the request is prepared, so a generation in
-        flight does not hold its request's whole history."""
+        """Drop the messages, their hashes and the raw payload the prefix would be lowered
+        from. The session calls this once the request is prepared, so a generation in flight
+        does not hold its request's whole history."""
         self._tail, self._prefix, self._load_prefix = [], [], None
         self._known = 0
+        self.hashes = []
 
     def _all(self) -> list[Message]:
         if self._prefix is None:

@@ -80,10 +80,12 @@ class _Plan:
     kind: Continuation
     chain: Chain
     is_new: bool
-    history_hashes: list[bytes]
+    history_digests: bytes
+    """The request's prefix hashes, concatenated (one object, held while generating)."""
     cut: int | None = None
     dropped_trainable: int = 0
-    delta: list[int] = field(default_factory=list)
+    delta: array = field(default_factory=token_array)
+    """The encoded new messages, as int32 (held while generating: no int object per token)."""
     prompt: array = field(default_factory=token_array)
     """What the engine gets: a compact int32 array, never a list of Python ints."""
 
@@ -226,9 +228,11 @@ class GatewaySession:
             )
             if selection.ambiguous:
                 self.metrics.ambiguous_rollbacks += 1
-            first = self._plan_for(selection.kind, selection.chain, selection.depth, hashes, key)
+            digests = b"".join(hashes)
+            first = self._plan_for(selection.kind, selection.chain, selection.depth, digests, key)
             plans = [first] + [
-                self._plan_for(Continuation.NEW, None, 0, hashes, key) for _ in range(request.n - 1)
+                self._plan_for(Continuation.NEW, None, 0, digests, key)
+                for _ in range(request.n - 1)
             ]
             for plan in plans:
                 plan.chain.reserved = True
@@ -236,7 +240,7 @@ class GatewaySession:
                     self.chains.append(plan.chain)
         try:
             for plan in plans:
-                await self._encode(plan, request, hashes)
+                await self._encode(plan, request)
         except BaseException:
             await asyncio.shield(self._release(plans))
             raise
@@ -247,20 +251,20 @@ class GatewaySession:
         kind: Continuation,
         chain: Chain | None,
         depth: int,
-        hashes: list[bytes],
+        digests: bytes,
         key: bytes,
     ) -> _Plan:
         if chain is None:
             chain = Chain(id=next(self._ids), tools_key=key, digests=b"")
-            return _Plan(Continuation.NEW, chain, True, hashes)
+            return _Plan(Continuation.NEW, chain, True, digests)
         if kind is Continuation.ROLLBACK:
             cut = chain.rollback_cut
             assert cut is not None
             dropped = chain.labels.sampled - chain.labels.sampled_before(cut)
-            return _Plan(kind, chain, False, hashes, cut=cut, dropped_trainable=dropped)
-        return _Plan(kind, chain, False, hashes)
+            return _Plan(kind, chain, False, digests, cut=cut, dropped_trainable=dropped)
+        return _Plan(kind, chain, False, digests)
 
-    async def _encode(self, plan: _Plan, request: ChatRequest, hashes: list[bytes]) -> None:
+    async def _encode(self, plan: _Plan, request: ChatRequest) -> None:
         messages, tools = request.messages, request.tools
         chain = plan.chain
         if plan.kind is Continuation.NEW:
@@ -274,9 +278,9 @@ class GatewaySession:
             self.codec.encode_delta, messages[depth:], tools, previous_ended=ended
         )
         self._check_generation_prompt(delta)
-        plan.delta = delta
+        plan.delta = token_array(delta)
         kept = chain.response_ids if plan.cut is None else chain.response_ids[: plan.cut]
-        plan.prompt = chain.prompt_ids + kept + token_array(delta)
+        plan.prompt = chain.prompt_ids + kept + plan.delta
 
     def _check_generation_prompt(self, delta: list[int]) -> None:
         gen, sep = self.codec.generation_prompt_ids, self.codec.separator_ids
@@ -388,8 +392,8 @@ class GatewaySession:
             said = Message(
                 role="assistant", content=reply.content, tool_calls=reply.tool_calls or None
             )
-            history = plan.history_hashes
-            chain.digests = b"".join(history) + extend_hash(history[-1], said)
+            history = plan.history_digests
+            chain.digests = history + extend_hash(history[-32:], said)
             chain.ended = bool(n_out) and output.token_ids[-1] == self.codec.eos_token_id
             chain.finish_reason = reply.finish_reason
             chain.updated = next(self._clock)

@@ -194,4 +194,4 @@ def test_the_session_releases_a_wire_history_while_generating(make_session) -> N
     engine.generate = recording
     asyncio.run(session.chat(request))
     assert lengths_seen_by_the_engine == [0]
-    assert len(request.messages.hashes) == 7  # the prefix hashes stay
+    assert request.messages.hashes == []  # the plan keeps them as one blob
