@@ -77,6 +77,8 @@ class ResponseLabels:
 
     def truncate(self, n: int) -> None:
         """Keep the first `n` tokens' labels."""
+        if n < 0:
+            raise ValueError(f"cannot truncate to {n} tokens")
         if n >= len(self):
             return
         sampled = self.sampled_before(n)
@@ -112,7 +114,7 @@ class ResponseLabels:
 
     def versions(self, start: int = 0, end: int | None = None) -> array:
         """Policy versions of tokens `start:end` (`CONTEXT_VERSION` for context)."""
-        end = len(self) if end is None else min(end, len(self))
+        end = self._end(start, end)
         out = _ints()
         if start >= end:
             return out
@@ -125,7 +127,7 @@ class ResponseLabels:
 
     def logprobs(self, start: int = 0, end: int | None = None) -> array:
         """Logprobs of tokens `start:end` (0.0 for context)."""
-        end = len(self) if end is None else min(end, len(self))
+        end = self._end(start, end)
         out = array("f")
         if start >= end:
             return out
@@ -139,6 +141,11 @@ class ResponseLabels:
                 out.extend(self.sampled_logprobs[first : first + hi - lo])
             r += 1
         return out
+
+    def _end(self, start: int, end: int | None) -> int:
+        if start < 0 or (end is not None and end < 0):
+            raise ValueError(f"token ranges are non-negative, got {start}:{end}")
+        return len(self) if end is None else min(end, len(self))
 
     def _start(self, r: int) -> int:
         return self.ends[r - 1] if r else 0

@@ -82,6 +82,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 SERVER_GC_THRESHOLDS = (50_000, 50, 100)
 """Collector thresholds of a standalone gateway process (CPython's defaults: 700, 10, 10)."""
 
+SERVER_HEAP_TRIM_AFTER_S = 1.0
+"""A standalone gateway hands a burst's freed heap back after this long without requests."""
+
 
 def serve(
     manager: SessionManager, *, host: str, port: int, model_name: str, backlog: int = 2048
@@ -105,7 +108,7 @@ def serve(
     from uni_agent_core.gateway.server import create_app
 
     port = port or free_port(host)
-    app = create_app(manager, model_name=model_name, trim_heap_when_idle=True)
+    app = create_app(manager, model_name=model_name, trim_heap_after_s=SERVER_HEAP_TRIM_AFTER_S)
     gc.collect()
     gc.freeze()
     gc.set_threshold(*SERVER_GC_THRESHOLDS)

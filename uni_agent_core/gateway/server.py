@@ -17,6 +17,7 @@ touches the session's chains.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 import uuid
@@ -95,7 +96,7 @@ def create_app(
     model_name: str = "agent-rl-policy",
     max_request_bytes: int = 16 << 20,
     close_engine: bool = True,
-    trim_heap_when_idle: bool = False,
+    trim_heap_after_s: float | None = None,
 ) -> GatewayApp:
     """Build the gateway application around a session manager.
 
@@ -104,7 +105,8 @@ def create_app(
         model_name: the model name reported to clients (any requested name is accepted).
         max_request_bytes: larger request bodies are refused with 413.
         close_engine: close the engine when the app shuts down.
-        trim_heap_when_idle: hand freed C heap back to the OS after bursts (`heap.py`); for a
+        trim_heap_after_s: hand freed C heap back to the OS once requests have neither started
+            nor finished for this long (`heap.py`); None (the default) never does. For a
             process that is only a gateway, not for one embedded in a trainer.
     """
 
@@ -112,9 +114,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         manager.start()
         trimmer = None
-        if trim_heap_when_idle:
+        if trim_heap_after_s is not None:
             metrics = manager.metrics
-            heap = IdleHeapTrimmer(lambda: metrics.requests, on_trim=metrics.observe_heap_trim)
+            heap = IdleHeapTrimmer(
+                lambda: metrics.requests + metrics.request_latency.n,
+                interval_s=trim_heap_after_s,
+                on_trim=metrics.observe_heap_trim,
+            )
             trimmer = asyncio.get_running_loop().create_task(heap.run())
         try:
             yield
@@ -136,11 +142,12 @@ def create_app(
         # Read without Starlette's cache: `request.body()` keeps the bytes on the request, and so
         # for as long as the generation runs.
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_request_bytes:
-                raise _Rejected(413, f"request body exceeds {max_request_bytes} bytes")
-            chunks.append(chunk)
+        async with contextlib.aclosing(request.stream()) as stream:
+            async for chunk in stream:
+                size += len(chunk)
+                if size > max_request_bytes:
+                    raise _Rejected(413, f"request body exceeds {max_request_bytes} bytes")
+                chunks.append(chunk)
         body = b"".join(chunks)
         if not body:
             return None

@@ -372,18 +372,19 @@ class GatewaySession:
             return await self._exhausted(index, plan)
         chain = plan.chain
         async with self._lock:
+            n_out = len(output.token_ids)
+            # Recorded first: what can refuse (the log) refuses before the chain changes.
+            call = self._calls.append(chain, len(plan.prompt), n_out, output.finish_reason)
             if plan.kind is Continuation.ROLLBACK:
                 assert plan.cut is not None and chain.latest_call is not None
                 self._calls.supersede(chain.latest_call)
                 del chain.response_ids[plan.cut :]
                 chain.labels.truncate(plan.cut)
-            n_out = len(output.token_ids)
             chain.response_ids.extend(plan.delta)
             chain.labels.add_context(len(plan.delta))
             gen_start = len(chain.response_ids)
             chain.response_ids.extend(output.token_ids)
             chain.labels.add_sampled(output.logprobs, output.policy_version)
-            call = self._calls.append(chain, len(plan.prompt), n_out, output.finish_reason)
             if plan.kind is Continuation.NEW:
                 chain.rollback_cut = None
             else:

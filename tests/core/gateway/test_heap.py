@@ -61,24 +61,53 @@ def test_run_trims_once_the_counter_stops() -> None:
         trimmer = IdleHeapTrimmer(requests, interval_s=0.02)
         task = asyncio.create_task(trimmer.run())
         requests.value += 1  # a request, then quiet
-        await asyncio.sleep(0.3)
+        deadline = asyncio.get_running_loop().time() + 10
+        while trimmer.trims == 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # more quiet intervals: still one trim for the burst
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         return trimmer
 
-    assert asyncio.run(scenario()).trims == 1  # one per burst, however long the quiet
+    assert asyncio.run(scenario()).trims == 1
 
 
-def test_an_app_that_trims_when_idle_starts_serves_and_stops(tiny_tokenizer) -> None:
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim is a glibc function")
+def test_an_app_trims_after_its_requests_have_finished(tiny_tokenizer) -> None:
+    """Activity is requests started plus finished: a slow generation that outlasts the quiet
+    interval is followed by a second trim once it has been answered."""
+    import time
+
     from fastapi.testclient import TestClient
 
     from uni_agent_core.gateway.manager import SessionManager
     from uni_agent_core.gateway.server import create_app
     from uni_agent_core.inference.scripted import ScriptedEngine
 
-    engine = ScriptedEngine(tiny_tokenizer)
+    class SlowEngine(ScriptedEngine):
+        async def generate(self, request):
+            await asyncio.sleep(0.5)
+            return await super().generate(request)
+
+    engine = SlowEngine(tiny_tokenizer)
     engine.replies = {0: "done"}
-    app = create_app(SessionManager(engine, tiny_tokenizer), trim_heap_when_idle=True)
+    manager = SessionManager(engine, tiny_tokenizer)
+    metrics = manager.metrics
+    finished: list[float] = []
+    trimmed: list[float] = []
+    observe_latency, observe_trim = metrics.request_latency.observe, metrics.observe_heap_trim
+
+    def on_finish(seconds: float) -> None:
+        finished.append(time.monotonic())
+        observe_latency(seconds)
+
+    def on_trim(seconds: float) -> None:
+        trimmed.append(time.monotonic())
+        observe_trim(seconds)
+
+    metrics.request_latency.observe = on_finish
+    metrics.observe_heap_trim = on_trim
+    app = create_app(manager, trim_heap_after_s=0.1)
     with TestClient(app) as client:
         created = client.post("/sessions", json={}).json()
         reply = client.post(
@@ -86,4 +115,10 @@ def test_an_app_that_trims_when_idle_starts_serves_and_stops(tiny_tokenizer) -> 
             json={"messages": [{"role": "user", "content": "hi"}]},
             headers={"authorization": f"Bearer {created['api_key']}"},
         )
-        assert reply.status_code == 200
+        assert reply.status_code == 200 and len(finished) == 1
+        deadline = time.monotonic() + 10
+        while not any(t > finished[0] for t in trimmed) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(t > finished[0] for t in trimmed), (finished, trimmed)
+        assert metrics.heap_trims == len(trimmed)
+        assert "agent_rl_gateway_heap_trims_total" in client.get("/metrics").text

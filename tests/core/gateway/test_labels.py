@@ -40,10 +40,15 @@ def assert_same(labels: ResponseLabels, ref: PerToken) -> None:
     assert labels.sampled == sum(ref.mask)
     for i in range(n + 1):
         assert labels.sampled_before(i) == sum(ref.mask[:i])
-    for start in range(0, n + 1, 3):
-        for end in range(start, n + 2, 4):
+    for start in range(n + 1):
+        for end in range(n + 2):
             assert labels.logprobs(start, end).tolist() == ref.logprobs[start:end]
             assert labels.versions(start, end).tolist() == ref.versions[start:end]
+    # Runs are never empty, and neighbours differ in kind or version (else they would merge).
+    kinds = [labels._is_sampled(r) for r in range(len(labels.ends))]
+    assert all(labels.ends[r] > labels._start(r) for r in range(len(labels.ends)))
+    for r in range(1, len(labels.ends)):
+        assert (kinds[r], labels.run_versions[r]) != (kinds[r - 1], labels.run_versions[r - 1])
 
 
 # Logprobs that float32 holds exactly, so the comparison with the list reference is exact.
@@ -95,6 +100,15 @@ def test_adjacent_runs_merge_only_when_kind_and_version_match() -> None:
     assert labels.mask() == [0] * 5 + [1] * 3
 
 
-def test_misaligned_sample_is_refused() -> None:
+def test_misaligned_sample_and_negative_ranges_are_refused() -> None:
+    labels = ResponseLabels()
     with pytest.raises(ValueError, match="2 logprobs but 1 versions"):
-        ResponseLabels().add_sampled([-1.0, -1.0], [0])
+        labels.add_sampled([-1.0, -1.0], [0])
+    labels.add_context(3)
+    with pytest.raises(ValueError, match="cannot truncate to -1 tokens"):
+        labels.truncate(-1)
+    with pytest.raises(ValueError, match="non-negative"):
+        labels.logprobs(0, -1)
+    with pytest.raises(ValueError, match="non-negative"):
+        labels.versions(-1)
+    assert len(labels) == 3
