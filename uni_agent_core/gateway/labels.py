@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 CONTEXT_VERSION = -1
@@ -106,41 +106,37 @@ class ResponseLabels:
     def mask(self) -> list[int]:
         """The loss mask, one entry per token (1 = sampled)."""
         out: list[int] = []
-        start = previous = 0
-        for end, upto in zip(self.ends, self.sampled_upto, strict=True):
-            out += [int(upto != previous)] * (end - start)
-            start, previous = end, upto
+        for r, lo, hi in self._pieces(0, None):
+            out += [int(self._is_sampled(r))] * (hi - lo)
         return out
 
     def versions(self, start: int = 0, end: int | None = None) -> array:
         """Policy versions of tokens `start:end` (`CONTEXT_VERSION` for context)."""
-        end = self._end(start, end)
         out = _ints()
-        if start >= end:
-            return out
-        r = bisect_right(self.ends, start)
-        while r < len(self.ends) and self._start(r) < end:
-            lo, hi = max(start, self._start(r)), min(end, self.ends[r])
+        for r, lo, hi in self._pieces(start, end):
             out.extend(self.run_versions[r : r + 1] * (hi - lo))
-            r += 1
         return out
 
     def logprobs(self, start: int = 0, end: int | None = None) -> array:
         """Logprobs of tokens `start:end` (0.0 for context)."""
-        end = self._end(start, end)
         out = array("f")
-        if start >= end:
-            return out
-        r = bisect_right(self.ends, start)
-        while r < len(self.ends) and self._start(r) < end:
-            lo, hi = max(start, self._start(r)), min(end, self.ends[r])
+        for r, lo, hi in self._pieces(start, end):
             if not self._is_sampled(r):
                 out.frombytes(bytes(4 * (hi - lo)))
             else:
                 first = self._sampled_before_run(r) + lo - self._start(r)
                 out.extend(self.sampled_logprobs[first : first + hi - lo])
-            r += 1
         return out
+
+    def _pieces(self, start: int, end: int | None) -> Iterator[tuple[int, int, int]]:
+        """`(run, lo, hi)` for each run overlapping tokens `start:end`, clipped to it."""
+        end = self._end(start, end)
+        if start >= end:
+            return
+        r = bisect_right(self.ends, start)
+        while r < len(self.ends) and self._start(r) < end:
+            yield r, max(start, self._start(r)), min(end, self.ends[r])
+            r += 1
 
     def _end(self, start: int, end: int | None) -> int:
         if start < 0 or (end is not None and end < 0):
