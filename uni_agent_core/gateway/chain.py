@@ -26,6 +26,7 @@ from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from uni_agent_core.gateway.hashing import HASH_SIZE
 from uni_agent_core.gateway.labels import ResponseLabels
 
 
@@ -73,11 +74,11 @@ class Chain:
 
     def digest(self, i: int) -> bytes:
         """The prefix hash of the first `i` history messages."""
-        return self.digests[32 * i : 32 * i + 32]
+        return self.digests[HASH_SIZE * i : HASH_SIZE * (i + 1)]
 
     @property
     def history_len(self) -> int:
-        return len(self.digests) // 32 - 1
+        return len(self.digests) // HASH_SIZE - 1
 
     @property
     def k(self) -> int:

@@ -19,6 +19,8 @@ from uni_agent_core.gateway.request import Message
 
 _DOMAIN = b"agent-rl/messages/v1\x00"
 EMPTY_PREFIX = hashlib.sha256(_DOMAIN).digest()
+HASH_SIZE = len(EMPTY_PREFIX)
+"""Bytes of one prefix hash; chains and memos keep theirs concatenated in one blob."""
 
 
 def _arguments(value: dict[str, Any] | str) -> Any:
@@ -48,6 +50,11 @@ def canonical_message(message: Message) -> bytes:
 def extend_hash(prefix: bytes, message: Message) -> bytes:
     """The prefix hash of `history + [message]` given the prefix hash of `history`."""
     return hashlib.sha256(prefix + canonical_message(message)).digest()
+
+
+def split_hashes(blob: bytes) -> list[bytes]:
+    """The prefix hashes concatenated in `blob`, one by one."""
+    return [blob[i : i + HASH_SIZE] for i in range(0, len(blob), HASH_SIZE)]
 
 
 def prefix_hashes(messages: Sequence[Message]) -> list[bytes]:

@@ -24,7 +24,7 @@ from typing import Any, overload
 
 import orjson
 
-from uni_agent_core.gateway.hashing import extend_hash, prefix_hashes
+from uni_agent_core.gateway.hashing import extend_hash, prefix_hashes, split_hashes
 from uni_agent_core.gateway.request import Message
 
 LowerMessage = Callable[[Any, int], list[Message]]
@@ -173,8 +173,7 @@ def lower_history(
     tail: list[Message] = []
     for i in range(known_raw, len(raw)):
         tail.extend(lower(raw[i], i))
-    blob = memo.hashes
-    hashes = [blob[i : i + 32] for i in range(0, len(blob), 32)]
+    hashes = split_hashes(memo.hashes)
     for message in tail:
         hashes.append(extend_hash(hashes[-1], message))
 

@@ -29,7 +29,7 @@ from uni_agent_core.gateway.calls import CallLog
 from uni_agent_core.gateway.chain import Chain, Continuation, select_chain, token_array
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import DecodedReply, ReplyDecoder
-from uni_agent_core.gateway.hashing import extend_hash, tools_key
+from uni_agent_core.gateway.hashing import HASH_SIZE, extend_hash, tools_key
 from uni_agent_core.gateway.history import HistoryCache, LoweredHistory, history_hashes
 from uni_agent_core.gateway.metrics import GatewayMetrics
 from uni_agent_core.gateway.request import ChatChoice, ChatRequest, Message, StreamDelta
@@ -394,7 +394,7 @@ class GatewaySession:
                 role="assistant", content=reply.content, tool_calls=reply.tool_calls or None
             )
             history = plan.history_digests
-            chain.digests = history + extend_hash(history[-32:], said)
+            chain.digests = history + extend_hash(history[-HASH_SIZE:], said)
             chain.ended = bool(n_out) and output.token_ids[-1] == self.codec.eos_token_id
             chain.finish_reason = reply.finish_reason
             chain.updated = next(self._clock)
