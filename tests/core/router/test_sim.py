@@ -107,6 +107,42 @@ def test_replica_prices_a_lone_prefill_and_reuses_a_cached_prompt() -> None:
     assert replica.stats.decode_tokens == 20
 
 
+def test_a_prompt_block_is_reused_as_soon_as_a_scheduled_chunk_fills_it() -> None:
+    # vLLM V1: a full block joins the cache when it is allocated, so requests sharing a prefix
+    # that arrive together (a GRPO group) compute it once, within one step or across chunks.
+    replica = Replica(0, VLLM_H200)
+    blocks = list(range(1, 1000))
+    budget = VLLM_H200.max_batch_tokens
+    assert budget is not None
+    long_prompt = budget + 3810
+    jobs = [
+        Job(key=i, prompt_len=length, output_len=5, blocks=blocks, arrival=0.0)
+        for i, length in enumerate((810, 810, long_prompt, long_prompt))
+    ]
+    for job in jobs:
+        replica.enqueue(job)
+    _drain(replica)
+    short, same_step, chunked, after_chunks = jobs
+    assert short.cached_tokens == 0
+    assert same_step.cached_tokens == 800  # admitted in the first step, after `short`
+    # `chunked` is admitted in the same step with what is left of the budget and matches the
+    # 800 tokens; `after_chunks` waits for room and then finds every full block of the prompt.
+    assert chunked.cached_tokens == 800
+    assert after_chunks.cached_tokens == long_prompt // 16 * 16
+    assert all(job.state == "done" for job in jobs)
+    assert replica.own_tokens == 0 and replica.pinned.size == 0
+
+
+def test_a_separate_cache_learns_a_prompt_only_when_its_request_finishes() -> None:
+    replica = Replica(0, HF_CPU_TINY)
+    blocks = list(range(1, 100))
+    jobs = [Job(key=i, prompt_len=400, output_len=5, blocks=blocks, arrival=0.0) for i in (1, 2)]
+    for job in jobs:
+        replica.enqueue(job)
+    _drain(replica)
+    assert [job.cached_tokens for job in jobs] == [0, 0]
+
+
 def test_decode_steps_aggregate_exactly(monkeypatch) -> None:
     aggregated = simulate(VLLM_H200, "least_requests", SHORT, 8, replicas=2, seed=2)
     monkeypatch.setattr(Replica, "_decode_run_length", lambda self: 1)

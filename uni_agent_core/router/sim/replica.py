@@ -22,10 +22,17 @@ waits at the head of the queue to be re-admitted with prompt + tokens generated 
 `kv_capacity_tokens` None (`HFEngine`), running KV is unbounded and the prefix cache is a
 separate LRU of `cache_capacity_tokens` filled with each finished request's prompt and output.
 
-A request's computed blocks join the cache as one path, prompt and output, when it finishes (or
-is preempted), as the most recently used. (vLLM caches each block as soon as it is computed; the
-difference only matters to another request sharing a prefix that is still in flight, which then
-computes it too.) The matched prefix a request starts from is pinned while it runs.
+Caching (unified memory, vLLM V1): a prompt block joins the cache, pinned by its request, as soon
+as a scheduled chunk fills it, so a request admitted in the same or a later iteration reuses it
+while its first user is still running (vLLM's design doc, "Automatic Prefix Caching": "If an
+allocated block is already full of tokens, we immediately add it to the cache block, so that the
+block can be reused by other requests in the same batch"). This is what lets a GRPO group that
+arrives at once compute its shared task prompt once. Generated blocks join when the request
+finishes (or is preempted), as the most recently used; only the same session's next turn reuses
+them, and it comes after. Two requests that computed the same block side by side (the second was
+admitted before the first scheduled it) hold one cached copy in this model; vLLM keeps the
+duplicate until the request ends. With a separate cache (`HFEngine`) a request's prompt and
+output join the cache when it finishes, as `HFEngine` does.
 
 Time: an iteration's cost is priced from its prefill chunks, decoding sequences and their
 contexts. Runs of pure-decode iterations (no prefill, nothing admissible) are simulated as one
@@ -161,7 +168,7 @@ class Replica:
         cache only."""
         cached = self.cache.size * self.block
         if self.unified:
-            cached += sum(job.computed - job.pinned * self.block for job in self.running)
+            cached += sum(max(0, job.computed - job.pinned * self.block) for job in self.running)
         return cached
 
     # -- the cluster's calls ---------------------------------------------------------------------
@@ -186,6 +193,7 @@ class Replica:
             left = job.admitted_len - job.computed
             take = left if unlimited else min(left, room)
             chunks.append((job, take))
+            self._cache_scheduled(job, take)
             room -= take
         while (
             self.waiting
@@ -198,6 +206,7 @@ class Replica:
             left = job.admitted_len - job.computed
             take = left if unlimited else min(left, room)
             chunks.append((job, take))
+            self._cache_scheduled(job, take)
             room -= take
         if not chunks and not self.n_decode:
             return None
@@ -342,6 +351,28 @@ class Replica:
         self.own_tokens -= job.own
         job.own = 0
         job.pinned = 0
+
+    def _cache_scheduled(self, job: Job, take: int) -> None:
+        """Unified memory: the prompt blocks the chunk of `take` tokens fills join the cache now,
+        pinned by `job`, and leave its own KV (see the module docstring)."""
+        if not self.unified:
+            return
+        full = min((job.computed + take) // self.block, len(job.blocks))
+        if full <= job.pinned:
+            return
+        path = tuple(job.blocks[:full])
+        self.cache.insert(path)
+        self.cache.pin(path)
+        self.pinned.insert(path)
+        self.pinned.pin(path)
+        if job.pinned:
+            head = path[: job.pinned]
+            self.cache.unpin(head)
+            self.pinned.unpin(head)
+        moved = (full - job.pinned) * self.block
+        job.own -= moved
+        self.own_tokens -= moved
+        job.pinned = full
 
     def _complete(self, job: Job) -> None:
         self._release(job, job.prompt_len + job.output_len - 1)
