@@ -190,11 +190,7 @@ class Replica:
         for job in self.prefilling:
             if not unlimited and room <= 0:
                 break
-            left = job.admitted_len - job.computed
-            take = left if unlimited else min(left, room)
-            chunks.append((job, take))
-            self._cache_scheduled(job, take)
-            room -= take
+            room -= self._schedule(job, room, unlimited, chunks)
         while (
             self.waiting
             and len(self.running) < self.profile.max_seqs
@@ -203,11 +199,7 @@ class Replica:
             and self._admit(self.waiting[0])
         ):
             job = self.waiting.popleft()
-            left = job.admitted_len - job.computed
-            take = left if unlimited else min(left, room)
-            chunks.append((job, take))
-            self._cache_scheduled(job, take)
-            room -= take
+            room -= self._schedule(job, room, unlimited, chunks)
         if not chunks and not self.n_decode:
             return None
         if chunks:
@@ -307,10 +299,7 @@ class Replica:
                 self._blocked = job  # retried only once memory is released
                 return False
             if matched:
-                head = path[:matched]
-                self.cache.pin(head)
-                self.pinned.insert(head)
-                self.pinned.pin(head)
+                self._pin(path[:matched])
         job.pinned = matched if self.unified else 0
         job.computed = matched * self.block
         job.admitted_len = length
@@ -343,14 +332,33 @@ class Replica:
         if full > job.pinned:
             self.cache.insert(path)
         if job.pinned:
-            head = path[: job.pinned]
-            self.cache.unpin(head)
-            self.pinned.unpin(head)
+            self._unpin(path[: job.pinned])
             self.pinned.evict(self.pinned.size)  # keep only what is still pinned
         self._blocked = None
         self.own_tokens -= job.own
         job.own = 0
         job.pinned = 0
+
+    def _schedule(self, job: Job, room: int, unlimited: bool, chunks: list[tuple[Job, int]]) -> int:
+        """Give `job` its next prefill chunk (what is left of its prompt, within `room` tokens
+        unless `unlimited`); returns the tokens it takes."""
+        left = job.admitted_len - job.computed
+        take = left if unlimited else min(left, room)
+        chunks.append((job, take))
+        self._cache_scheduled(job, take)
+        return take
+
+    def _pin(self, path: tuple[int, ...]) -> None:
+        """One more running request uses `path` (resident in the cache): protect it."""
+        self.cache.pin(path)
+        self.pinned.insert(path)
+        self.pinned.pin(path)
+
+    def _unpin(self, path: tuple[int, ...]) -> None:
+        """A running request no longer uses `path` (the pinned tree keeps the node until the
+        caller evicts what is unpinned)."""
+        self.cache.unpin(path)
+        self.pinned.unpin(path)
 
     def _cache_scheduled(self, job: Job, take: int) -> None:
         """Unified memory: the prompt blocks the chunk of `take` tokens fills join the cache now,
@@ -362,13 +370,9 @@ class Replica:
             return
         path = tuple(job.blocks[:full])
         self.cache.insert(path)
-        self.cache.pin(path)
-        self.pinned.insert(path)
-        self.pinned.pin(path)
+        self._pin(path)
         if job.pinned:
-            head = path[: job.pinned]
-            self.cache.unpin(head)
-            self.pinned.unpin(head)
+            self._unpin(path[: job.pinned])
         moved = (full - job.pinned) * self.block
         job.own -= moved
         self.own_tokens -= moved
