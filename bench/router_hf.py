@@ -74,7 +74,7 @@ async def _run(policy: str, args: argparse.Namespace) -> dict:
         *(_session(router, i, args, vocab) for i in range(args.sessions))
     )
     wall = time.perf_counter() - started
-    served = [len(view.sessions) for view in router.core.replicas]
+    served = [view.sessions_placed for view in router.core.replicas]
     await router.close()
     prompt = sum(r["prompt_tokens"] for r in results)
     cached = sum(r["cached_tokens"] for r in results)
@@ -117,7 +117,7 @@ def main() -> None:
     )
     header = (
         f"{'policy':<15}{'prefill tok':>12}{'ratio':>8}{'hit rate':>10}"
-        f"{'wall s':>9}{'ratio':>8}  sessions per replica"
+        f"{'wall s':>9}{'ratio':>8}  sessions placed per replica"
     )
     print(header)
     print("-" * len(header))

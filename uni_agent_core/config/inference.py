@@ -38,6 +38,11 @@ SGLANG_MAX_TREE_TOKENS = 2**26 // 4
 """sglang-router's `max_tree_size` default (2**26 characters per worker) at ~4 characters a
 token: far beyond a replica's KV, so within a rollout batch its trees never forget."""
 
+DEFAULT_MAX_TRACKED_SESSIONS = 65_536
+"""Sessions whose last replica a router remembers by default: far above the live sessions of a
+rollout batch (hundreds to a few thousand); about 13 MB when full (~200 bytes per session, its
+id included)."""
+
 
 class OpenAIServerEngineConfig(ConfigModel):
     """vLLM or SGLang servers reached over HTTP, asked for token ids and logprobs."""
@@ -129,3 +134,7 @@ class RouterConfig(ConfigModel):
     """Seconds between replica health probes."""
     unhealthy_after_failures: int = Field(default=3, ge=1)
     """Consecutive failed probes or requests after which a replica stops receiving traffic."""
+    max_tracked_sessions: int = Field(default=DEFAULT_MAX_TRACKED_SESSIONS, ge=1)
+    """Sessions whose last replica the router remembers (`sticky` and `token_load` affinity),
+    least recently routed forgotten first, so a long run's finished sessions cost no memory; a
+    forgotten session is placed afresh. Keep it well above the sessions alive at once."""

@@ -40,6 +40,7 @@ def router_over(
         unhealthy_after_failures=config.unhealthy_after_failures,
         health_check_interval_s=config.health_check_interval_s,
         invalidate_on_update=config.cache_salt_by_version,
+        max_tracked_sessions=config.max_tracked_sessions,
     )
 
 

@@ -3,7 +3,9 @@
 `RoutingCore` holds one `ReplicaLoad` per replica. `route()` asks the policy for a replica among
 the healthy ones (minus those a retry excludes) and books the dispatch: in-flight count, queued
 token work (the prefill the replica must compute after its cached prefix, plus the expected
-decode), active KV and a pin on the prompt's path in the replica's prefix tree. `complete()`
+decode), active KV and a pin on the prompt's path in the replica's prefix tree. It also remembers
+which replica served each session's last request (`SessionPlacements`, bounded) and hands that
+to the policy as `RouteRequest.previous_replica`. `complete()`
 releases the booking and records the prompt plus the sampled tokens as resident there;
 `fail()` releases it and counts the failure, taking the replica out of the pool after
 `unhealthy_after_failures` in a row. `reconcile()` applies what an engine reports (free KV, how
@@ -17,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
+from uni_agent_core.router.affinity import SessionPlacements
 from uni_agent_core.router.policies import Policy, ReplicaLoad, RouteRequest
 from uni_agent_core.router.prefix_tree import PrefixTree
 
@@ -57,6 +61,11 @@ class RouterCounters:
     unparked: int = 0
     prompt_tokens: int = 0
     expected_cached_tokens: int = 0
+    session_placements: int = 0
+    """Requests that placed a session on a replica: its first one, or one served elsewhere than
+    its previous request."""
+    session_moves: int = 0
+    """The placements of sessions that had a previous replica (affinity broken or released)."""
 
 
 class RoutingCore:
@@ -70,6 +79,7 @@ class RoutingCore:
         kv_capacity_tokens: Sequence[int | None] | int | None = None,
         unhealthy_after_failures: int = 3,
         decode_estimate_tokens: int = 256,
+        max_tracked_sessions: int = DEFAULT_MAX_TRACKED_SESSIONS,
     ) -> None:
         if not names:
             raise ValueError("a router needs at least one replica")
@@ -87,6 +97,7 @@ class RoutingCore:
         ]
         self.unhealthy_after_failures = unhealthy_after_failures
         self._decode_estimate = float(decode_estimate_tokens)
+        self.placements = SessionPlacements(max_tracked_sessions)
         self.counters = RouterCounters()
 
     def expected_decode(self, max_new_tokens: int) -> int:
@@ -109,6 +120,8 @@ class RoutingCore:
                 f"no healthy replica left for request {request.request_id} "
                 f"({len(self.healthy())} healthy of {len(self.replicas)}, {len(exclude)} tried)"
             )
+        session = request.session_id
+        request.previous_replica = None if session is None else self.placements.get(session)
         replica = self.policy.choose(request, candidates)
         cached = replica.tree.match(request.prompt_ids, touch=True)
         work = len(request.prompt_ids) - cached + request.expected_decode_tokens
@@ -118,14 +131,22 @@ class RoutingCore:
         replica.active_kv_tokens += kv
         replica.tree.insert(request.prompt_ids)
         replica.tree.pin(request.prompt_ids)
-        if request.session_id is not None:
-            replica.sessions.add(request.session_id)
+        if session is not None:
+            self._place(session, request.previous_replica, replica)
         self.counters.dispatched += 1
         self.counters.prompt_tokens += len(request.prompt_ids)
         self.counters.expected_cached_tokens += cached
         if exclude:
             self.counters.retried += 1
         return Dispatch(request, replica, cached, work, kv, replica.tree)
+
+    def _place(self, session: str, previous: int | None, replica: ReplicaLoad) -> None:
+        if previous != replica.index:
+            replica.sessions_placed += 1
+            self.counters.session_placements += 1
+            if previous is not None:
+                self.counters.session_moves += 1
+        self.placements.place(session, replica.index)
 
     def _release(self, dispatch: Dispatch) -> None:
         replica = dispatch.replica
@@ -179,6 +200,7 @@ class RoutingCore:
         left = replica.healthy
         replica.healthy = False
         self.policy.forget(index)
+        self.placements.forget_replica(index)
         return left
 
     def _join_pool(self, index: int) -> bool:
@@ -188,7 +210,6 @@ class RoutingCore:
         replica.healthy = True
         replica.consecutive_failures = 0
         replica.tree = PrefixTree(replica.kv_capacity_tokens)  # in-flight pins stay on the old
-        replica.sessions.clear()
         return True
 
     def add_replica(self, name: str, *, kv_capacity_tokens: int | None = None) -> int:

@@ -3,12 +3,13 @@
 Every policy sees the request (`RouteRequest`) and the router-side view of the healthy replicas
 (`ReplicaLoad`: in-flight requests, queued token work, an estimated prefix tree of what each
 replica holds in its KV cache, free KV memory) and returns one of them. Policies are pure
-decisions; the bookkeeping (what a dispatch adds to a replica's load and tree) is `RoutingCore`'s.
+decisions; the bookkeeping (what a dispatch adds to a replica's load and tree, and which replica
+served each session's last request, `RouteRequest.previous_replica`) is `RoutingCore`'s.
 
 - `round_robin`: in turn.
 - `least_requests`: fewest in-flight requests (what verl's agent loop does).
 - `sticky`: a session stays on the replica it first went to (least requests then) until that
-  replica leaves the pool.
+  replica leaves the pool (or the router forgets the session, `router/affinity.py`).
 - `cache_aware`: SGLang-router style — the replica with the longest prefix in the policy's own
   approximate trees when the match covers at least `cache_threshold` of the prompt, else the
   replica with the emptiest tree; but when in-flight counts are imbalanced (max - min >
@@ -32,7 +33,7 @@ decisions; the bookkeeping (what a dispatch adds to a replica's load and tree) i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from uni_agent_core.config.inference import KV_READ_WEIGHT_H200, SGLANG_MAX_TREE_TOKENS
@@ -47,6 +48,9 @@ class RouteRequest:
     prompt_ids: Sequence[int]
     expected_decode_tokens: int
     session_id: str | None = None
+    previous_replica: int | None = None
+    """Index of the replica that served the session's last request, as `RoutingCore.route`
+    fills it in; None for a new session (or one the router no longer remembers)."""
 
 
 @dataclass
@@ -78,7 +82,9 @@ class ReplicaLoad:
     """Lent by its owner (the trainer's own model): never health-probed, lent or not, so a
     reclaim that waited for its requests leaves nothing running on it."""
     consecutive_failures: int = 0
-    sessions: set[str] = field(default_factory=set)
+    sessions_placed: int = 0
+    """Sessions placed here: a session's first request, or one that moved it from another
+    replica (so a session that comes back after moving away counts again)."""
 
     def free_kv_fraction(self) -> float | None:
         """Share of KV memory still free for new work; None when unknown."""
@@ -101,11 +107,14 @@ class Policy(Protocol):
         ...
 
     def forget(self, index: int) -> None:
-        """Drop any affinity to replica `index` (it left the pool or lost its cache)."""
+        """Drop what the policy keeps about replica `index` (it left the pool or lost its cache).
+        Session placements are the routing core's: it forgets that replica's sessions itself."""
         ...
 
 
 class _Stateless:
+    """A policy that keeps nothing per replica."""
+
     def forget(self, index: int) -> None:
         """Nothing to forget."""
 
@@ -140,30 +149,20 @@ class LeastRequests(_Stateless):
         return min(replicas, key=lambda r: (r.in_flight, (r.index - self._turn) % max(n, 1)))
 
 
-class Sticky:
+class Sticky(_Stateless):
     """Session affinity: a session's first replica (by least requests) serves it for good."""
 
     name = "sticky"
 
     def __init__(self) -> None:
         self._fallback = LeastRequests()
-        self._home: dict[str, int] = {}
 
     def choose(self, request: RouteRequest, replicas: Sequence[ReplicaLoad]) -> ReplicaLoad:
-        """The session's replica while it is healthy, else the least busy one."""
-        if request.session_id is not None:
-            home = self._home.get(request.session_id)
-            for replica in replicas:
-                if replica.index == home:
-                    return replica
-        chosen = self._fallback.choose(request, replicas)
-        if request.session_id is not None:
-            self._home[request.session_id] = chosen.index
-        return chosen
-
-    def forget(self, index: int) -> None:
-        """Sessions homed on `index` find a new home on their next request."""
-        self._home = {s: i for s, i in self._home.items() if i != index}
+        """The session's replica while it is a candidate, else the least busy one."""
+        for replica in replicas:
+            if replica.index == request.previous_replica:
+                return replica
+        return self._fallback.choose(request, replicas)
 
 
 class CacheAware:
@@ -232,7 +231,7 @@ class TokenCost:
     total: float
 
 
-class TokenLoad:
+class TokenLoad(_Stateless):
     """Queued token work + uncached prefill + expected decode + the cached prefixes of other
     sessions its KV would evict, with an affinity band released under memory pressure."""
 
@@ -258,7 +257,6 @@ class TokenLoad:
         self.kv_free_threshold = kv_free_threshold
         self.min_cached_fraction = min_cached_fraction
         self.kv_read_weight = kv_read_weight
-        self._home: dict[str, int] = {}
 
     def cost(self, request: RouteRequest, replica: ReplicaLoad) -> TokenCost:
         """The token work `request` adds to `replica`, plus what is queued there.
@@ -301,7 +299,7 @@ class TokenLoad:
         roomy = [c for c in costs if not self._under_pressure(c.replica)] or costs
         cheapest = min(roomy, key=lambda c: (c.total, c.replica.in_flight, c.replica.index))
         chosen = cheapest
-        home = self._home.get(request.session_id) if request.session_id else None
+        home = request.previous_replica
         if home is None and request.session_id is not None:
             # A new session joins the replica caching the longest prefix beyond what every
             # replica shares (its GRPO group's task), on the same terms as a session's home.
@@ -316,13 +314,7 @@ class TokenLoad:
             )
             if reusable and kept.total <= cheapest.total + band:
                 chosen = kept
-        if request.session_id is not None:
-            self._home[request.session_id] = chosen.replica.index
         return chosen.replica
-
-    def forget(self, index: int) -> None:
-        """Sessions homed on `index` are re-placed by cost on their next request."""
-        self._home = {s: i for s, i in self._home.items() if i != index}
 
 
 POLICIES = ("round_robin", "least_requests", "sticky", "cache_aware", "token_load")

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
 from uni_agent_core.inference.types import (
     Engine,
     EngineClosedError,
@@ -57,6 +58,7 @@ class Router:
         probe_timeout_s: float = 30.0,
         probe_prompt_ids: Sequence[int] = (0,),
         invalidate_on_update: bool = True,
+        max_tracked_sessions: int = DEFAULT_MAX_TRACKED_SESSIONS,
     ) -> None:
         if not engines:
             raise ValueError("a router needs at least one engine replica")
@@ -66,6 +68,7 @@ class Router:
             list(names) if names else [f"replica-{i}" for i in range(len(engines))],
             kv_capacity_tokens=kv_capacity_tokens,
             unhealthy_after_failures=unhealthy_after_failures,
+            max_tracked_sessions=max_tracked_sessions,
         )
         self.tokenizer = getattr(self.engines[0], "tokenizer", None)
         self.health_check_interval_s = health_check_interval_s
@@ -233,6 +236,7 @@ class Router:
                         "in_flight": r.in_flight,
                         "queued_tokens": r.queued_tokens,
                         "tree_tokens": r.tree.size,
+                        "sessions_placed": r.sessions_placed,
                         **s.model_dump(exclude={"extra"}),
                     }
                     for r, s in zip(self.core.replicas, each, strict=True)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from uni_agent_core.router.policies import (
     POLICIES,
     CacheAware,
     LeastRequests,
+    Policy,
     ReplicaLoad,
     RoundRobin,
     RouteRequest,
@@ -29,6 +32,19 @@ def _request(prompt: list[int], session: str | None = None, decode: int = 10) ->
     return RouteRequest("req", prompt, decode, session)
 
 
+def _session(policy: Policy, session: str) -> Callable[[list[int], list[ReplicaLoad]], int]:
+    """Routes one session's requests, handing the policy its previous replica as the core does."""
+    previous: int | None = None
+
+    def route(prompt: list[int], replicas: list[ReplicaLoad]) -> int:
+        nonlocal previous
+        request = RouteRequest("req", prompt, 10, session, previous_replica=previous)
+        previous = policy.choose(request, replicas).index
+        return previous
+
+    return route
+
+
 def test_round_robin_takes_replicas_in_turn() -> None:
     replicas, policy = _replicas(3), RoundRobin()
     picks = [policy.choose(_request([1]), replicas).index for _ in range(6)]
@@ -46,12 +62,14 @@ def test_least_requests_picks_the_idlest_and_spreads_ties() -> None:
 
 def test_sticky_keeps_a_session_home_until_it_leaves_the_pool() -> None:
     replicas, policy = _replicas(3), Sticky()
-    home = policy.choose(_request([1], "s"), replicas).index
+    route = _session(policy, "s")
+    home = route([1], replicas)
     replicas[home].in_flight = 50
-    assert policy.choose(_request([1], "s"), replicas).index == home
+    assert route([1], replicas) == home
     others = [r for r in replicas if r.index != home]
-    assert policy.choose(_request([1], "s"), others).index != home
-    policy.forget(home)
+    moved = route([1], others)
+    assert moved != home
+    assert route([1], replicas) == moved  # the new home holds, even with the old one back
     assert policy.choose(_request([1], "t"), replicas).index != home  # busy replica avoided
 
 
@@ -111,25 +129,27 @@ def test_token_load_keeps_affinity_within_the_band_and_releases_it_under_memory_
         for i in range(2)
     ]
     policy = TokenLoad(balance_tolerance=0.5, balance_min_tokens=4096, kv_free_threshold=0.1)
+    route = _session(policy, "s")
     prompt = list(range(2_000))
-    assert policy.choose(_request(prompt, "s"), replicas).index == 0
+    assert route(prompt, replicas) == 0
     # Replica 0 holds the prefix and is busier, but within the band (4096 tokens): it stays.
     replicas[0].tree.insert(prompt)
     replicas[0].queued_tokens = 5_000
-    assert policy.choose(_request(prompt, "s"), replicas).index == 0
+    assert route(prompt, replicas) == 0
     # Without the prefix there is nothing to be loyal to: the cheaper replica takes it.
     replicas[0].tree.clear()
-    assert policy.choose(_request(prompt, "s"), replicas).index == 1
-    # Back home with the prefix; then replica 0 runs out of KV memory: the session moves.
+    assert route(prompt, replicas) == 1
+    # Back to replica 0, which caches the prefix again; then it runs out of KV memory: the
+    # session moves.
     replicas[1].queued_tokens = 20_000
     replicas[0].tree.insert(prompt)
-    assert policy.choose(_request(prompt, "s"), replicas).index == 0
+    assert route(prompt, replicas) == 0
     replicas[0].active_kv_tokens = 95_000
-    assert policy.choose(_request(prompt, "s"), replicas).index == 1
+    assert route(prompt, replicas) == 1
     # When every replica is under pressure, cost and affinity decide as usual.
     replicas[1].active_kv_tokens = 99_000
     replicas[0].queued_tokens = 0
-    assert policy.choose(_request(prompt, "s"), replicas).index == 0
+    assert route(prompt, replicas) == 0
 
 
 def test_token_load_charges_the_parked_prefixes_a_request_would_evict() -> None:

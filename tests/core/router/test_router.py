@@ -69,8 +69,11 @@ def _request(session: str, prompt: list[int], rid: str) -> GenerateRequest:
 
 def test_router_is_an_engine_and_books_then_releases_every_dispatch() -> None:
     replicas = [FakeReplica("a"), FakeReplica("b")]
-    router = Router(replicas, make_policy("token_load"), kv_capacity_tokens=10_000)
+    router = Router(
+        replicas, make_policy("token_load"), kv_capacity_tokens=10_000, max_tracked_sessions=8
+    )
     assert isinstance(router, Engine)
+    assert router.core.placements.capacity == 8
 
     async def main() -> None:
         out = await router.generate(_request("s", [1, 2, 3, 4], "r1"))
@@ -86,6 +89,9 @@ def test_router_is_an_engine_and_books_then_releases_every_dispatch() -> None:
     home = router.core.replicas[0 if replicas[0].served else 1]
     assert home.tree.match([1, 2, 3, 4, 7, 8, 9, 5, 7, 8, 9], touch=False) == 11
     assert router.core.counters.expected_cached_tokens == 7
+    stats = router.stats().extra
+    assert (stats["router"]["session_placements"], stats["router"]["session_moves"]) == (1, 0)
+    assert sorted(r["sessions_placed"] for r in stats["replicas"]) == [0, 1]
     assert all(r.closed for r in replicas)
 
 

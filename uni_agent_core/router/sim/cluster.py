@@ -226,5 +226,5 @@ class ClusterSim:
             preemptions=sum(s.preemptions for s in stats),
             kv_demand=self.peak_demand / total_capacity if total_capacity else 0.0,
             busy_s=busy,
-            sessions_per_replica=[len(r.sessions) for r in self.core.replicas],
+            sessions_per_replica=[r.sessions_placed for r in self.core.replicas],
         )
