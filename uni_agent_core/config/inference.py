@@ -126,7 +126,8 @@ class RouterConfig(ConfigModel):
     only, as SGLang's router does)."""
     kv_capacity_tokens: int | None = Field(default=None, ge=1)
     """KV tokens per replica in the router's residency model; None takes the HF engine's
-    `prefix_cache_tokens`, or what remote servers report."""
+    `prefix_cache_tokens`, or the KV capacity remote servers report in their `/metrics` (read at
+    each health check)."""
     cache_salt_by_version: bool = True
     """Salt prefix-cache keys with the policy version, so a weight update never reuses KV
     computed by older weights."""

@@ -252,6 +252,7 @@ class HFEngine:
             running_requests=len(self._running),
             waiting_requests=len(self._waiting),
             queued_tokens=queued,
+            kv_capacity_tokens=None if cache is None else cache.capacity_tokens,
             cached_prefixes=len(cache) if cache else 0,
             cached_prefix_tokens=cache.stored_tokens if cache else 0,
             prefix_cache_hits=cache.hits if cache else 0,

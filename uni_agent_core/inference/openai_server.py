@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import httpx
 
-from uni_agent_core.inference.server_metrics import free_kv_tokens
+from uni_agent_core.inference.server_metrics import KvMemory, kv_memory
 from uni_agent_core.inference.server_wire import (
     EngineProtocolError,
     EngineServerError,
@@ -137,7 +137,7 @@ class OpenAIServerEngine:
         self._running = 0
         self._waiting = 0
         self._queued_tokens = 0
-        self._server_free_kv: int | None = None
+        self._server_kv: KvMemory | None = None
         self._retries = 0
         self._completed = 0
         self._failed = 0
@@ -292,7 +292,8 @@ class OpenAIServerEngine:
         self._notify()
 
     async def refresh_server_stats(self) -> int | None:
-        """Read the server's free KV tokens from its `/metrics` (kept for `stats()`).
+        """Read the server's KV capacity and free KV tokens from its `/metrics` (kept for
+        `stats()`); returns the free tokens.
 
         Returns None (and keeps reporting None) when the server exports no such figures.
 
@@ -303,19 +304,20 @@ class OpenAIServerEngine:
             response = await self._client.get("/metrics")
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise EngineUnavailableError(f"{self.base_url}/metrics unreachable: {exc}") from exc
-        if response.status_code != 200:
-            return self._server_free_kv
-        self._server_free_kv = free_kv_tokens(response.text, self.api)
-        return self._server_free_kv
+        if response.status_code == 200:
+            self._server_kv = kv_memory(response.text, self.api)
+        return None if self._server_kv is None else self._server_kv.free_tokens
 
     def stats(self) -> EngineStats:
-        """Client-side load figures, and the server's free KV tokens as of the last
-        `refresh_server_stats()` (its cached prefixes are not visible from here)."""
+        """Client-side load figures, and the server's KV capacity and free KV tokens as of the
+        last `refresh_server_stats()` (its cached prefixes are not visible from here)."""
+        kv = self._server_kv
         return EngineStats(
             running_requests=self._running,
             waiting_requests=self._waiting,
             queued_tokens=self._queued_tokens,
-            free_kv_tokens=self._server_free_kv,
+            free_kv_tokens=None if kv is None else kv.free_tokens,
+            kv_capacity_tokens=None if kv is None else kv.capacity_tokens,
             prefix_cache_hits=self._cache_hits,
             prefix_cache_lookups=self._completed,
             policy_version=self._version,

@@ -1,8 +1,9 @@
-"""Free KV memory of a vLLM or SGLang server, read from its Prometheus `/metrics` text.
+"""KV memory of a vLLM or SGLang server, read from its Prometheus `/metrics` text.
 
-The router needs to know how much KV memory a remote replica has left (its `token_load` policy
-releases session affinity under memory pressure). Neither server puts that in an API response;
-both export it as metrics:
+The router needs to know how much KV memory a remote replica has in all (it sizes its model of
+what the replica caches by it) and how much is left (its `token_load` policy releases session
+affinity under memory pressure). Neither server puts that in an API response; both export it as
+metrics:
 
 - vLLM: `vllm:kv_cache_usage_perc` (older releases: `vllm:gpu_cache_usage_perc`), a fraction in
   [0, 1], and `vllm:cache_config_info`, whose labels carry `num_gpu_blocks` and `block_size`;
@@ -14,6 +15,7 @@ Free KV tokens = (1 - usage) x capacity in tokens.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -44,8 +46,16 @@ def _first(samples: list[tuple[str, dict[str, str], float]], *names: str) -> flo
     return None
 
 
-def free_kv_tokens(metrics_text: str, api: str) -> int | None:
-    """Free KV tokens the server reports, or None when its metrics do not say."""
+@dataclass(frozen=True)
+class KvMemory:
+    """A server's KV cache, in tokens."""
+
+    capacity_tokens: int
+    free_tokens: int
+
+
+def kv_memory(metrics_text: str, api: str) -> KvMemory | None:
+    """The KV capacity and free tokens the server reports, or None when its metrics do not say."""
     samples = _samples(metrics_text)
     if api == "vllm":
         usage = _first(samples, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -62,4 +72,5 @@ def free_kv_tokens(metrics_text: str, api: str) -> int | None:
         capacity = int(total) if total is not None else None
     if usage is None or capacity is None:
         return None
-    return max(0, round((1.0 - min(max(usage, 0.0), 1.0)) * capacity))
+    free = max(0, round((1.0 - min(max(usage, 0.0), 1.0)) * capacity))
+    return KvMemory(capacity_tokens=capacity, free_tokens=free)

@@ -132,6 +132,9 @@ class EngineStats(BaseModel):
     """Prompt tokens still to prefill plus tokens still to decode (upper bound) of queued work."""
     free_kv_tokens: int | None = None
     """KV-cache tokens that can still be admitted, when the engine knows it."""
+    kv_capacity_tokens: int | None = None
+    """KV-cache tokens the engine holds in all (used or free), when it knows it. A router sizes
+    its model of what the replica caches by it, unless the recipe sets the capacity."""
     cached_prefixes: int = 0
     cached_prefix_tokens: int = 0
     prefix_cache_hits: int = 0

@@ -5,13 +5,13 @@ the healthy ones (minus those a retry excludes) and books the dispatch: in-fligh
 token work (the prefill the replica must compute after its cached prefix, plus the expected
 decode), active KV and a pin on the prompt's path in the replica's prefix tree. It also remembers
 which replica served each session's last request (`SessionPlacements`, bounded) and hands that
-to the policy as `RouteRequest.previous_replica`. `complete()`
-releases the booking and records the prompt plus the sampled tokens as resident there;
-`fail()` releases it and counts the failure, taking the replica out of the pool after
-`unhealthy_after_failures` in a row. `reconcile()` applies what an engine reports (free KV, how
-many prefix tokens it really caches) so the router's residency model cannot drift far from the
-truth. The async `Router` engine and the cluster simulator (`router/sim/`) share this class, so
-the simulator measures exactly the routing that production runs.
+to the policy as `RouteRequest.previous_replica`. `complete()` releases the booking and records
+the prompt plus the sampled tokens as resident there; `fail()` releases it and counts the
+failure, taking the replica out of the pool after `unhealthy_after_failures` in a row.
+`reconcile()` applies what an engine reports (its KV capacity when none was configured, free KV,
+how many prefix tokens it really caches) so the router's residency model cannot drift far from
+the truth. The async `Router` engine and the cluster simulator (`router/sim/`) share this class,
+so the simulator measures exactly the routing that production runs.
 """
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ class RoutingCore:
             ReplicaLoad(index=i, name=name, tree=PrefixTree(cap), kv_capacity_tokens=cap)
             for i, (name, cap) in enumerate(zip(names, capacities, strict=True))
         ]
+        self._recipe_capacity = {i for i, cap in enumerate(capacities) if cap is not None}
+        """Replicas whose KV capacity was given: what an engine reports does not override it."""
         self.unhealthy_after_failures = unhealthy_after_failures
         self._decode_estimate = float(decode_estimate_tokens)
         self.placements = SessionPlacements(max_tracked_sessions)
@@ -215,6 +217,8 @@ class RoutingCore:
     def add_replica(self, name: str, *, kv_capacity_tokens: int | None = None) -> int:
         """A new lendable replica, parked (out of the pool until `unpark`); returns its index."""
         index = len(self.replicas)
+        if kv_capacity_tokens is not None:
+            self._recipe_capacity.add(index)
         self.replicas.append(
             ReplicaLoad(
                 index=index,
@@ -241,11 +245,21 @@ class RoutingCore:
             self.counters.unparked += 1
 
     def reconcile(
-        self, index: int, *, free_kv_tokens: int | None, cached_prefix_tokens: int | None
+        self,
+        index: int,
+        *,
+        free_kv_tokens: int | None,
+        cached_prefix_tokens: int | None,
+        kv_capacity_tokens: int | None = None,
     ) -> None:
-        """Apply an engine's report: its free KV, and (when it is less than the router thinks)
-        how many prefix tokens it really caches, evicting the router's model down to that."""
+        """Apply an engine's report: its KV capacity (adopted when the recipe set none), its
+        free KV, and (when it is less than the router thinks) how many prefix tokens it really
+        caches, evicting the router's model down to that."""
         replica = self.replicas[index]
+        adopt = kv_capacity_tokens is not None and index not in self._recipe_capacity
+        if adopt and kv_capacity_tokens != replica.kv_capacity_tokens:
+            replica.kv_capacity_tokens = kv_capacity_tokens
+            replica.tree.set_capacity(kv_capacity_tokens)
         replica.reported_free_kv_tokens = free_kv_tokens
         replica.active_kv_at_report = replica.active_kv_tokens
         if cached_prefix_tokens is not None and replica.tree.size > cached_prefix_tokens:

@@ -18,7 +18,8 @@ Semantics, token by token (the tree is an exact, compressed form of this):
   edge this trims tokens from the end of the least recently used leaf edge, whole or in part.
 - `insert` evicts down to the capacity afterwards but never evicts the path it just inserted;
   pinned prefixes (reference-counted by `pin`/`unpin`) are never evicted, so the size may stay
-  above the capacity. Eviction happens only in `insert` and `evict`, never in `unpin`.
+  above the capacity. Eviction happens only in `insert`, `evict` and `set_capacity`, never in
+  `unpin`.
 """
 
 from __future__ import annotations
@@ -143,6 +144,16 @@ class PrefixTree:
     def evict(self, n_tokens: int) -> int:
         """Free `n_tokens` (fewer if only pinned ones remain), LRU leaf first; returns freed."""
         return self._evict(n_tokens, protect_clock=None)
+
+    def set_capacity(self, capacity_tokens: int | None) -> int:
+        """Hold at most `capacity_tokens` tokens from now on (None: unbounded), evicting down to
+        it at once (pinned paths stay); returns the tokens freed."""
+        if capacity_tokens is not None and capacity_tokens < 0:
+            raise ValueError(f"capacity_tokens must be >= 0 or None, got {capacity_tokens}")
+        self._capacity = capacity_tokens
+        if capacity_tokens is None or self._size <= capacity_tokens:
+            return 0
+        return self._evict(self._size - capacity_tokens, protect_clock=None)
 
     def pin(self, tokens: Sequence[int]) -> None:
         """Count one more in-flight user of the path `tokens`, protecting it from eviction.

@@ -6,7 +6,8 @@ success, so no request is lost or served twice. A replica that fails `unhealthy_
 requests or health probes in a row leaves the pool; a background task probes every replica every
 `health_check_interval_s` (a one-token generation, skipped while an engine is paused for a weight
 update), re-admits a recovered one, and reconciles the router's residency model with what each
-engine reports in `stats()` (remote servers are first asked for their free KV memory). Weight
+engine reports in `stats()` (remote servers are first asked for their KV capacity and free KV
+memory; a replica whose capacity the recipe left open is sized by what it reports). Weight
 updates, pause and resume go to every replica; a weight update clears the residency model (KV
 computed by old weights is never reused).
 
@@ -170,6 +171,7 @@ class Router:
             index,
             free_kv_tokens=stats.free_kv_tokens,
             cached_prefix_tokens=stats.cached_prefix_tokens if stats.cached_prefixes else None,
+            kv_capacity_tokens=stats.kv_capacity_tokens,
         )
 
     # -- lendable replicas (role switching) -----------------------------------------------------

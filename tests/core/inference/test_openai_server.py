@@ -798,19 +798,25 @@ def test_constructor_rejects_bad_settings() -> None:
         OpenAIServerEngine("http://x", timeout_s=0)
 
 
-def test_free_kv_memory_comes_from_the_servers_metrics(fake: FakeServer) -> None:
+def test_kv_capacity_and_free_memory_come_from_the_servers_metrics(fake: FakeServer) -> None:
     fake.state.metrics = (
         "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
         'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25\n'
         'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000",engine="0"} 1.0\n'
     )
 
-    async def main() -> tuple[int | None, int | None, int | None]:
+    async def main() -> tuple[int | None, ...]:
         engine = OpenAIServerEngine(fake.url, api="vllm", model=MODEL)
-        before = engine.stats().free_kv_tokens
+        before = engine.stats()
         free = await engine.refresh_server_stats()
-        after = engine.stats().free_kv_tokens
+        after = engine.stats()
         await engine.close()
-        return before, free, after
+        return (
+            before.free_kv_tokens,
+            before.kv_capacity_tokens,
+            free,
+            after.free_kv_tokens,
+            after.kv_capacity_tokens,
+        )
 
-    assert run(main()) == (None, 12_000, 12_000)
+    assert run(main()) == (None, None, 12_000, 12_000, 16_000)

@@ -121,6 +121,26 @@ def test_capacity_evicts_on_insert_but_spares_the_new_path() -> None:
     assert tree.size == 10
 
 
+def test_set_capacity_evicts_down_at_once_sparing_pins_and_none_unbounds() -> None:
+    tree = PrefixTree()
+    tree.insert([1, 2, 3])
+    tree.insert([4, 5, 6])
+    tree.pin([4, 5, 6])
+    tree.insert([7, 8, 9])
+    assert tree.set_capacity(4) == 5  # LRU leaves first: all of (1, 2, 3), then 7 of (7, 8, 9)
+    assert sorted(tree.paths()) == [(4, 5, 6), (7,)]
+    assert tree.set_capacity(2) == 1  # only the pinned path is left, above the capacity
+    assert (tree.size, tree.capacity_tokens) == (3, 2)
+    tree.unpin([4, 5, 6])
+    tree.insert([10])
+    assert tree.size == 2
+    assert tree.set_capacity(None) == 0
+    tree.insert(list(range(20, 40)))
+    assert tree.size == 22
+    with pytest.raises(ValueError, match="capacity_tokens"):
+        tree.set_capacity(-1)
+
+
 def test_pinned_paths_are_never_evicted() -> None:
     tree = PrefixTree(capacity_tokens=4)
     tree.insert([1, 2, 3])

@@ -212,6 +212,35 @@ def test_probes_ask_remote_replicas_for_their_free_kv_before_reconciling() -> No
     assert [rid for rid in replicas[1].served if rid.startswith("q")] == []  # (b answered a probe)
 
 
+def test_a_replica_without_a_configured_capacity_is_sized_by_what_it_reports() -> None:
+    class SizedReplica(FakeReplica):
+        def __init__(self, name: str, capacity: int | None) -> None:
+            super().__init__(name)
+            self.capacity = capacity
+
+        def stats(self) -> EngineStats:
+            return EngineStats(free_kv_tokens=self.capacity, kv_capacity_tokens=self.capacity)
+
+    replicas = [SizedReplica("a", 40), SizedReplica("b", 40), SizedReplica("c", None)]
+    router = Router(replicas, make_policy("sticky"), kv_capacity_tokens=[None, 30, None])
+
+    async def main() -> None:
+        for i, session in enumerate(["s", "t", "u"] * 5):  # sticky: one session per replica
+            await router.generate(_request(session, list(range(100 * i, 100 * i + 20)), f"r{i}"))
+        await router.check_health()
+
+    asyncio.run(main())
+    a, b, c = router.core.replicas
+    # a: nothing configured, 40 reported: adopted, and its model evicted down to it.
+    assert (a.kv_capacity_tokens, a.tree.capacity_tokens, a.tree.size) == (40, 40, 40)
+    # b: the recipe's 30 stands; c: no figure anywhere, so it stays unbounded.
+    assert (b.kv_capacity_tokens, b.tree.size) == (30, 30)
+    assert (c.kv_capacity_tokens, c.tree.capacity_tokens, c.tree.size) == (None, None, 115)
+    # A new model after a weight update keeps the learned capacity.
+    asyncio.run(router.update_weights({}, 1))
+    assert router.core.replicas[0].tree.capacity_tokens == 40
+
+
 def test_a_lendable_replica_serves_only_while_lent_and_reclaim_drains_it() -> None:
     rollout, trainer = FakeReplica("rollout"), FakeReplica("trainer", delay_s=0.05)
     router = Router([rollout], make_policy("least_requests"), health_check_interval_s=0.01)
