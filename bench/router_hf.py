@@ -84,7 +84,7 @@ async def _run(policy: str, args: argparse.Namespace) -> dict:
         "prompt_tokens": prompt,
         "prefill_tokens": prompt - cached,
         "cache_hit_rate": cached / prompt if prompt else 0.0,
-        "sessions_per_replica": served,
+        "sessions_placed_per_replica": served,
         "requests": args.sessions * args.turns,
     }
 
@@ -126,7 +126,7 @@ def main() -> None:
             f"{row['policy']:<15}{row['prefill_tokens']:>12}"
             f"{row['prefill_tokens'] / base['prefill_tokens']:>8.2f}"
             f"{row['cache_hit_rate']:>10.1%}{row['wall_s']:>9.1f}"
-            f"{row['wall_s'] / base['wall_s']:>8.2f}  {row['sessions_per_replica']}"
+            f"{row['wall_s'] / base['wall_s']:>8.2f}  {row['sessions_placed_per_replica']}"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")

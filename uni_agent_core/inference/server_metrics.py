@@ -9,6 +9,8 @@ metrics:
   [0, 1], and `vllm:cache_config_info`, whose labels carry `num_gpu_blocks` and `block_size`;
 - SGLang: `sglang:token_usage` (a fraction) and `sglang:max_total_num_tokens`.
 
+A server running several data-parallel engines exports one sample of each per engine.
+
 Free KV tokens = (1 - usage) x capacity in tokens.
 """
 
@@ -38,12 +40,24 @@ def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
     return samples
 
 
-def _first(samples: list[tuple[str, dict[str, str], float]], *names: str) -> float | None:
+def _mean(samples: list[tuple[str, dict[str, str], float]], *names: str) -> float | None:
+    """The mean of the first of `names` exported (one sample per engine: average the usage)."""
     for name in names:
         values = [value for sample, _, value in samples if sample == name]
         if values:
-            return sum(values) / len(values)  # one per engine process; average the usage
+            return sum(values) / len(values)
     return None
+
+
+def _vllm_capacity(samples: list[tuple[str, dict[str, str], float]]) -> int | None:
+    """Blocks x block size of `vllm:cache_config_info`, summed over its engines (one sample per
+    data-parallel engine, told apart by their `engine` label)."""
+    info = [labels for name, labels, _ in samples if name == "vllm:cache_config_info"]
+    try:
+        sizes = [int(labels["num_gpu_blocks"]) * int(labels["block_size"]) for labels in info]
+    except (KeyError, ValueError):
+        return None
+    return sum(sizes) if sizes else None
 
 
 @dataclass(frozen=True)
@@ -55,21 +69,19 @@ class KvMemory:
 
 
 def kv_memory(metrics_text: str, api: str) -> KvMemory | None:
-    """The KV capacity and free tokens the server reports, or None when its metrics do not say."""
+    """The KV capacity and free tokens the server reports, or None when its metrics do not say.
+
+    A server running several data-parallel engines exports one sample per engine: capacities
+    add up, usage shares are averaged.
+    """
     samples = _samples(metrics_text)
     if api == "vllm":
-        usage = _first(samples, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-        info = [labels for name, labels, _ in samples if name == "vllm:cache_config_info"]
-        capacity = None
-        if info and "num_gpu_blocks" in info[0] and "block_size" in info[0]:
-            try:
-                capacity = int(info[0]["num_gpu_blocks"]) * int(info[0]["block_size"])
-            except ValueError:
-                capacity = None
+        usage = _mean(samples, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+        capacity = _vllm_capacity(samples)
     else:
-        usage = _first(samples, "sglang:token_usage")
-        total = _first(samples, "sglang:max_total_num_tokens")
-        capacity = int(total) if total is not None else None
+        usage = _mean(samples, "sglang:token_usage")
+        totals = [value for name, _, value in samples if name == "sglang:max_total_num_tokens"]
+        capacity = int(sum(totals)) if totals else None
     if usage is None or capacity is None:
         return None
     free = max(0, round((1.0 - min(max(usage, 0.0), 1.0)) * capacity))

@@ -133,8 +133,10 @@ class EngineStats(BaseModel):
     free_kv_tokens: int | None = None
     """KV-cache tokens that can still be admitted, when the engine knows it."""
     kv_capacity_tokens: int | None = None
-    """KV-cache tokens the engine holds in all (used or free), when it knows it. A router sizes
-    its model of what the replica caches by it, unless the recipe sets the capacity."""
+    """Tokens the engine's reusable prefix cache holds in all, when it knows it: a vLLM or SGLang
+    server's whole KV cache (its free blocks are the cache), an HF engine's prefix cache (its
+    running sequences' KV is apart). A router sizes its model of what the replica caches by it,
+    unless the recipe sets the capacity."""
     cached_prefixes: int = 0
     cached_prefix_tokens: int = 0
     prefix_cache_hits: int = 0

@@ -36,10 +36,13 @@ class SessionPlacements:
         if len(self._replica) > self.capacity:
             self._replica.popitem(last=False)
 
-    def forget_replica(self, index: int) -> None:
-        """Replica `index` left the pool: its sessions are placed afresh on their next request."""
-        for session_id in [s for s, i in self._replica.items() if i == index]:
+    def forget_replica(self, index: int) -> int:
+        """Replica `index` left the pool: its sessions are placed afresh on their next request.
+        Returns how many were forgotten."""
+        gone = [session_id for session_id, i in self._replica.items() if i == index]
+        for session_id in gone:
             del self._replica[session_id]
+        return len(gone)
 
     def __len__(self) -> int:
         return len(self._replica)

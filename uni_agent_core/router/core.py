@@ -17,7 +17,7 @@ so the simulator measures exactly the routing that production runs.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
 from uni_agent_core.router.affinity import SessionPlacements
@@ -62,10 +62,14 @@ class RouterCounters:
     prompt_tokens: int = 0
     expected_cached_tokens: int = 0
     session_placements: int = 0
-    """Requests that placed a session on a replica: its first one, or one served elsewhere than
-    its previous request."""
+    """Requests routed to another replica than the session's remembered one, or with none
+    remembered (a new session, one forgotten as least recently routed, or one whose replica left
+    the pool); a failed attempt counts as well as its retry."""
     session_moves: int = 0
-    """The placements of sessions that had a previous replica (affinity broken or released)."""
+    """Those of them that left a remembered replica still in the pool (the policy released the
+    affinity, or a retry excluded it)."""
+    sessions_displaced: int = 0
+    """Sessions forgotten because their replica left the pool (ejected or parked)."""
 
 
 class RoutingCore:
@@ -95,7 +99,7 @@ class RoutingCore:
             ReplicaLoad(index=i, name=name, tree=PrefixTree(cap), kv_capacity_tokens=cap)
             for i, (name, cap) in enumerate(zip(names, capacities, strict=True))
         ]
-        self._recipe_capacity = {i for i, cap in enumerate(capacities) if cap is not None}
+        self._configured_capacity = {i for i, cap in enumerate(capacities) if cap is not None}
         """Replicas whose KV capacity was given: what an engine reports does not override it."""
         self.unhealthy_after_failures = unhealthy_after_failures
         self._decode_estimate = float(decode_estimate_tokens)
@@ -122,8 +126,9 @@ class RoutingCore:
                 f"no healthy replica left for request {request.request_id} "
                 f"({len(self.healthy())} healthy of {len(self.replicas)}, {len(exclude)} tried)"
             )
-        session = request.session_id
-        request.previous_replica = None if session is None else self.placements.get(session)
+        session = request.session_id or None
+        previous = None if session is None else self.placements.get(session)
+        request = replace(request, previous_replica=previous)
         replica = self.policy.choose(request, candidates)
         cached = replica.tree.match(request.prompt_ids, touch=True)
         work = len(request.prompt_ids) - cached + request.expected_decode_tokens
@@ -134,7 +139,7 @@ class RoutingCore:
         replica.tree.insert(request.prompt_ids)
         replica.tree.pin(request.prompt_ids)
         if session is not None:
-            self._place(session, request.previous_replica, replica)
+            self._place(session, previous, replica)
         self.counters.dispatched += 1
         self.counters.prompt_tokens += len(request.prompt_ids)
         self.counters.expected_cached_tokens += cached
@@ -202,7 +207,7 @@ class RoutingCore:
         left = replica.healthy
         replica.healthy = False
         self.policy.forget(index)
-        self.placements.forget_replica(index)
+        self.counters.sessions_displaced += self.placements.forget_replica(index)
         return left
 
     def _join_pool(self, index: int) -> bool:
@@ -218,7 +223,7 @@ class RoutingCore:
         """A new lendable replica, parked (out of the pool until `unpark`); returns its index."""
         index = len(self.replicas)
         if kv_capacity_tokens is not None:
-            self._recipe_capacity.add(index)
+            self._configured_capacity.add(index)
         self.replicas.append(
             ReplicaLoad(
                 index=index,
@@ -250,20 +255,27 @@ class RoutingCore:
         *,
         free_kv_tokens: int | None,
         cached_prefix_tokens: int | None,
-        kv_capacity_tokens: int | None = None,
+        kv_capacity_tokens: int | None,
     ) -> None:
-        """Apply an engine's report: its KV capacity (adopted when the recipe set none), its
-        free KV, and (when it is less than the router thinks) how many prefix tokens it really
-        caches, evicting the router's model down to that."""
+        """Apply an engine's report: its KV capacity (`adopt_capacity`), its free KV, and (when
+        it is less than the router thinks) how many prefix tokens it really caches, evicting the
+        router's model down to that."""
+        self.adopt_capacity(index, kv_capacity_tokens)
         replica = self.replicas[index]
-        adopt = kv_capacity_tokens is not None and index not in self._recipe_capacity
-        if adopt and kv_capacity_tokens != replica.kv_capacity_tokens:
-            replica.kv_capacity_tokens = kv_capacity_tokens
-            replica.tree.set_capacity(kv_capacity_tokens)
         replica.reported_free_kv_tokens = free_kv_tokens
         replica.active_kv_at_report = replica.active_kv_tokens
         if cached_prefix_tokens is not None and replica.tree.size > cached_prefix_tokens:
             replica.tree.evict(replica.tree.size - cached_prefix_tokens)
+
+    def adopt_capacity(self, index: int, kv_capacity_tokens: int | None) -> None:
+        """Size replica `index` by the KV capacity its engine reports, unless one was
+        configured (or the report is missing or empty); its tree is evicted down to it."""
+        replica = self.replicas[index]
+        if not kv_capacity_tokens or index in self._configured_capacity:
+            return
+        if kv_capacity_tokens != replica.kv_capacity_tokens:
+            replica.kv_capacity_tokens = kv_capacity_tokens
+            replica.tree.set_capacity(kv_capacity_tokens)
 
     def invalidate_caches(self) -> None:
         """New weights: no replica's cached KV is reusable (it was computed by old weights).

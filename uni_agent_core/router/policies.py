@@ -49,8 +49,9 @@ class RouteRequest:
     expected_decode_tokens: int
     session_id: str | None = None
     previous_replica: int | None = None
-    """Index of the replica that served the session's last request, as `RoutingCore.route`
-    fills it in; None for a new session (or one the router no longer remembers)."""
+    """Index of the replica that served the session's last request. Callers leave it unset:
+    `RoutingCore.route` hands the policy a copy with it filled in (None for a new session, or
+    one the router no longer remembers)."""
 
 
 @dataclass

@@ -40,6 +40,12 @@ from uni_agent_core.router.policies import Policy, RouteRequest
 logger = logging.getLogger(__name__)
 
 
+def _sum_known(values: Sequence[int | None]) -> int | None:
+    """The replicas' total, or None when any of them does not know its figure."""
+    known = [v for v in values if v is not None]
+    return sum(known) if len(known) == len(values) else None
+
+
 class RouterError(RuntimeError):
     """Every replica that could serve a request failed it."""
 
@@ -71,6 +77,8 @@ class Router:
             unhealthy_after_failures=unhealthy_after_failures,
             max_tracked_sessions=max_tracked_sessions,
         )
+        self._shared_capacity = kv_capacity_tokens if isinstance(kv_capacity_tokens, int) else None
+        """A capacity given for every replica also applies to lendable ones added later."""
         self.tokenizer = getattr(self.engines[0], "tokenizer", None)
         self.health_check_interval_s = health_check_interval_s
         self.probe_timeout_s = probe_timeout_s
@@ -177,9 +185,15 @@ class Router:
     # -- lendable replicas (role switching) -----------------------------------------------------
 
     def add_lendable(self, engine: Engine, name: str) -> int:
-        """Add a replica that is out of the pool until `lend` (e.g. the trainer's own model)."""
+        """Add a replica that is out of the pool until `lend` (e.g. the trainer's own model).
+
+        It is never probed, so its KV capacity is settled now: the router's shared capacity if
+        it was given one, else what the engine reports.
+        """
         self.engines.append(engine)
-        return self.core.add_replica(name)
+        index = self.core.add_replica(name, kv_capacity_tokens=self._shared_capacity)
+        self.core.adopt_capacity(index, engine.stats().kv_capacity_tokens)
+        return index
 
     def lend(self, index: int) -> None:
         """Put a lendable replica in the pool: it takes new requests from now on."""
@@ -215,13 +229,13 @@ class Router:
     def stats(self) -> EngineStats:
         """Totals over the replicas, with per-replica figures and router counters in `extra`."""
         each = [e.stats() for e in self.engines]
-        free = [s.free_kv_tokens for s in each]
         counters = self.core.counters
         return EngineStats(
             running_requests=sum(s.running_requests for s in each),
             waiting_requests=sum(s.waiting_requests for s in each),
             queued_tokens=sum(s.queued_tokens for s in each),
-            free_kv_tokens=None if None in free else sum(f for f in free if f is not None),
+            free_kv_tokens=_sum_known([s.free_kv_tokens for s in each]),
+            kv_capacity_tokens=_sum_known([s.kv_capacity_tokens for s in each]),
             cached_prefixes=sum(s.cached_prefixes for s in each),
             cached_prefix_tokens=sum(s.cached_prefix_tokens for s in each),
             prefix_cache_hits=sum(s.prefix_cache_hits for s in each),

@@ -19,8 +19,20 @@ def test_vllm_older_metric_names_and_sglang_are_read() -> None:
     assert kv_memory(SGLANG, "sglang") == KvMemory(capacity_tokens=500_000, free_tokens=450_000)
 
 
+def test_data_parallel_engines_add_up_their_capacity_and_average_their_usage() -> None:
+    text = (
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\n'
+        'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.4\n'
+        'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="1000"} 1.0\n'
+        'vllm:cache_config_info{block_size="16",engine="1",num_gpu_blocks="1000"} 1.0\n'
+    )
+    assert kv_memory(text, "vllm") == KvMemory(capacity_tokens=32_000, free_tokens=22_400)
+
+
 def test_missing_figures_give_none_not_a_guess() -> None:
     assert kv_memory("", "vllm") is None
     assert kv_memory('vllm:kv_cache_usage_perc{a="b"} 0.3\n', "vllm") is None
     assert kv_memory("sglang:token_usage 0.2\n", "sglang") is None
     assert kv_memory("garbage line\nvllm:kv_cache_usage_perc x\n", "vllm") is None
+    no_blocks = 'vllm:kv_cache_usage_perc 0.3\nvllm:cache_config_info{block_size="16"} 1.0\n'
+    assert kv_memory(no_blocks, "vllm") is None

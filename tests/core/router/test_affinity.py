@@ -44,23 +44,36 @@ def test_the_core_hands_each_policy_the_sessions_previous_replica_and_counts_mov
     request = RouteRequest("s/0", [1, 2, 3], 4, "s")
     dispatch = core.route(request)
     home = dispatch.replica.index
-    assert request.previous_replica is None
+    assert dispatch.request.previous_replica is None
     core.complete(dispatch, [7])
-    again = RouteRequest("s/1", [1, 2, 3, 7, 5], 4, "s")
-    core.complete(core.route(again), [7])
-    assert again.previous_replica == home
-    # Its replica leaves the pool: the session is placed afresh, as a new one.
+    again = core.route(RouteRequest("s/1", [1, 2, 3, 7, 5], 4, "s"))
+    core.complete(again, [7])
+    assert (again.request.previous_replica, again.replica.index) == (home, home)
+    assert request.previous_replica is None  # the caller's request is left as it was
+    # Its replica leaves the pool: the session is forgotten there and placed afresh.
     core.eject(home)
+    assert core.counters.sessions_displaced == 1
     moved = _turn(core, "s")
     assert moved != home
     assert _turn(core, "s") == moved
     assert (core.counters.session_placements, core.counters.session_moves) == (2, 0)
     # A retry excluding its replica moves it (and is counted as a move).
-    retry = RouteRequest("s/4", [1, 2, 3], 4, "s")
-    core.route(retry, exclude=[moved])
-    assert retry.previous_replica == moved
+    retry = core.route(RouteRequest("s/4", [1, 2, 3], 4, "s"), exclude=[moved])
+    assert retry.request.previous_replica == moved
     assert (core.counters.session_placements, core.counters.session_moves) == (3, 1)
     assert sum(r.sessions_placed for r in core.replicas) == 3
+    # Parking a replica (a lent trainer taken back) displaces its sessions the same way.
+    core.park(retry.replica.index)
+    assert core.counters.sessions_displaced == 2
+    assert core.placements.get("s") is None
+
+
+def test_an_empty_session_id_is_no_session() -> None:
+    core = _core()
+    for i in range(3):
+        dispatch = core.route(RouteRequest(f"r{i}", [1, 2, 3], 4, ""))
+        assert dispatch.request.previous_replica is None
+    assert (len(core.placements), core.counters.session_placements) == (0, 0)
 
 
 @pytest.mark.parametrize("policy", ["sticky", "token_load"])

@@ -236,9 +236,26 @@ def test_a_replica_without_a_configured_capacity_is_sized_by_what_it_reports() -
     # b: the recipe's 30 stands; c: no figure anywhere, so it stays unbounded.
     assert (b.kv_capacity_tokens, b.tree.size) == (30, 30)
     assert (c.kv_capacity_tokens, c.tree.capacity_tokens, c.tree.size) == (None, None, 115)
-    # A new model after a weight update keeps the learned capacity.
+    assert router.stats().kv_capacity_tokens is None  # c does not know its capacity
+    # A new model after a weight update, and a re-admission, keep the learned capacity.
     asyncio.run(router.update_weights({}, 1))
     assert router.core.replicas[0].tree.capacity_tokens == 40
+    router.core.eject(0)
+    router.core.readmit(0)
+    assert router.core.replicas[0].tree.capacity_tokens == 40
+    # A lendable replica (never probed) is sized when it is added: by what it reports, or by
+    # the capacity the router was given for every replica.
+    assert (
+        router.core.replicas[router.add_lendable(SizedReplica("t", 25), "t")].tree.capacity_tokens
+        == 25
+    )
+    shared = Router([SizedReplica("x", 40)], make_policy("sticky"), kv_capacity_tokens=10)
+    assert (
+        shared.core.replicas[shared.add_lendable(SizedReplica("t", 25), "t")].kv_capacity_tokens
+        == 10
+    )
+    sized = Router([SizedReplica("x", 40), SizedReplica("y", 60)], make_policy("sticky"))
+    assert sized.stats().kv_capacity_tokens == 100
 
 
 def test_a_lendable_replica_serves_only_while_lent_and_reclaim_drains_it() -> None:

@@ -190,6 +190,7 @@ class ClusterSim:
                 replica.index,
                 free_kv_tokens=replica.free_kv_tokens(),
                 cached_prefix_tokens=cached if cached else None,
+                kv_capacity_tokens=None,  # the cluster's capacity is configured
             )
         demand = sum(len(s.context) for s in self.sessions if not s.finished)
         self.peak_demand = max(self.peak_demand, demand)
@@ -226,5 +227,5 @@ class ClusterSim:
             preemptions=sum(s.preemptions for s in stats),
             kv_demand=self.peak_demand / total_capacity if total_capacity else 0.0,
             busy_s=busy,
-            sessions_per_replica=[r.sessions_placed for r in self.core.replicas],
+            sessions_placed_per_replica=[r.sessions_placed for r in self.core.replicas],
         )

@@ -12,8 +12,8 @@ Definitions (all from the replicas' ground truth, not the router's estimates):
   admitted / all prompt tokens;
 - request latency: from a request's arrival at the router to its last token (p50, p99);
 - load imbalance: max / mean of the replicas' busy time (1.0 is perfectly even);
-- sessions per replica: sessions placed on each replica (first requests, plus sessions that
-  moved there from another replica);
+- sessions placed per replica: requests that brought a session to a replica (its first, or one
+  that moved it from another replica; `RoutingCore`'s `sessions_placed`);
 - KV demand: the peak over time of the live sessions' context tokens / the cluster's KV capacity
   (above 1: the cluster cannot hold every session's context, so caching is memory-bound).
 """
@@ -64,7 +64,7 @@ class RunMetrics:
     preemptions: int
     kv_demand: float
     busy_s: list[float] = field(default_factory=list)
-    sessions_per_replica: list[int] = field(default_factory=list)
+    sessions_placed_per_replica: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
