@@ -4,13 +4,18 @@ Names are a contract with MLflow dashboards and the published comparisons: `trai
 `train/pass_rate`, `train/zero_std_group_frac`, `train/response_tokens_mean`, `train/turns_mean`,
 `train/exit/<reason>` (fraction of episodes), `train/staleness_mean|max`, and
 `train/multi_version_frac` (chains whose sampled tokens span several policy versions: partial
-rollouts).
+rollouts). With several inference replicas behind a `Router`, the step's routing:
+`router/prompt_tokens` (prompt tokens of the requests completed during the step),
+`router/cache_hit_rate` (the share of them the replicas report serving from their prefix cache),
+`router/expected_cache_hit_rate` (the share the router's residency model expected when it routed
+them), `router/session_moves`, `router/sessions_displaced`, `router/retried` and `router/failed`
+(counts over the step).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from uni_agent_core.types import ExitReason, RolloutResult
 
@@ -57,4 +62,21 @@ def episode_metrics(results: Sequence[RolloutResult], trainer_version: int) -> d
     if staleness:
         metrics["train/staleness_mean"] = sum(staleness) / len(staleness)
         metrics["train/staleness_max"] = float(max(staleness))
+    return metrics
+
+
+def router_step_metrics(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, float]:
+    """The step's routing, from the `RouterCounters` at its start and at its end."""
+    delta = {key: after[key] - before.get(key, 0) for key in after}
+    metrics = {
+        f"router/{key}": float(delta[key])
+        for key in ("session_moves", "sessions_displaced", "retried", "failed")
+    }
+    prompt = delta["completed_prompt_tokens"]
+    if prompt > 0:
+        metrics["router/prompt_tokens"] = float(prompt)
+        metrics["router/cache_hit_rate"] = delta["completed_cached_tokens"] / prompt
+        metrics["router/expected_cache_hit_rate"] = (
+            delta["completed_expected_cached_tokens"] / prompt
+        )
     return metrics

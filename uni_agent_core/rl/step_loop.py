@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from uni_agent_core.curriculum.history import Attempt
 from uni_agent_core.rl.checkpoint import prune, save_checkpoint
-from uni_agent_core.rl.metrics import episode_metrics
+from uni_agent_core.rl.metrics import episode_metrics, router_step_metrics
 from uni_agent_core.rl.rollout import RolloutDriver
 from uni_agent_core.rl.samples import write_samples
 from uni_agent_core.rl.trainer import EmbeddedTrainer
+from uni_agent_core.router.router import Router
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class StepLoop:
         driver.on_episode = self._observe
         self.trainer = trainer
         self.engine = engine
+        self.router = engine if isinstance(engine, Router) else None
+        """The rollout router when there are several replicas (its counters feed `router/*`)."""
         self.sampler = sampler
         self.replay = list(pending)
         self.summary = summary
@@ -146,6 +149,7 @@ class StepLoop:
         try:
             for step in range(start_step, last):
                 step_started = time.perf_counter()
+                routed = vars(self.router.core.counters).copy() if self.router else {}
                 waited = 0.0
                 if asynchronous:
                     self._fill(step, bound)
@@ -191,6 +195,8 @@ class StepLoop:
                 )
                 if switch is not None:
                     metrics.update(switch.step_metrics())
+                if self.router is not None:
+                    metrics.update(router_step_metrics(routed, vars(self.router.core.counters)))
                 if hasattr(self.sampler, "metrics"):
                     metrics.update(self.sampler.metrics())
                 self._record(step + 1, metrics)

@@ -60,7 +60,16 @@ class RouterCounters:
     """Times a lendable replica was taken out of the pool on purpose (role switching)."""
     unparked: int = 0
     prompt_tokens: int = 0
+    """Prompt tokens of the dispatched requests (retries included)."""
     expected_cached_tokens: int = 0
+    """Of those, what the router's residency model expected the chosen replicas to have cached."""
+    completed_prompt_tokens: int = 0
+    """Prompt tokens of the requests replicas completed."""
+    completed_cached_tokens: int = 0
+    """Of those, what the replicas report serving from their prefix cache (a server that does not
+    report cached tokens counts none)."""
+    completed_expected_cached_tokens: int = 0
+    """Of those, what the router's residency model expected to be cached when it routed them."""
     session_placements: int = 0
     """Requests routed to another replica than the session's remembered one, or with none
     remembered (a new session, one forgotten as least recently routed, or one whose replica left
@@ -162,9 +171,15 @@ class RoutingCore:
         replica.active_kv_tokens -= dispatch.kv_tokens
         dispatch.tree.unpin(dispatch.request.prompt_ids)
 
-    def complete(self, dispatch: Dispatch, output_ids: Sequence[int]) -> None:
-        """The request finished: its prompt and output are now cached on the replica."""
+    def complete(
+        self, dispatch: Dispatch, output_ids: Sequence[int], *, cached_tokens: int = 0
+    ) -> None:
+        """The request finished: its prompt and output are now cached on the replica.
+        `cached_tokens`: prompt tokens the replica reports it served from its prefix cache."""
         self._release(dispatch)
+        self.counters.completed_prompt_tokens += len(dispatch.request.prompt_ids)
+        self.counters.completed_cached_tokens += cached_tokens
+        self.counters.completed_expected_cached_tokens += dispatch.cached_tokens
         replica = dispatch.replica
         replica.consecutive_failures = 0
         if dispatch.tree is replica.tree:  # else new weights came: the old KV is not reusable

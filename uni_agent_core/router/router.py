@@ -137,7 +137,9 @@ class Router:
                 tried.append(index)
                 last_error = error
                 continue
-            self.core.complete(dispatch, output.token_ids)
+            self.core.complete(
+                dispatch, output.token_ids, cached_tokens=output.cached_prefix_tokens
+            )
             return output
 
     # -- health -------------------------------------------------------------------------------

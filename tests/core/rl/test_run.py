@@ -177,6 +177,10 @@ def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(tmp_path)
     assert rows[0]["rollout/trainer_replica_tokens"] > 0
     assert all(row["perf/trainer_lent_s"] >= 0 for row in rows)
     assert all(row["perf/trainer_reclaim_s"] >= 0 for row in rows)
+    # The rollout router's figures of each step (two replicas: the rollout one and the trainer).
+    assert all(row["router/prompt_tokens"] > 0 for row in rows)
+    assert all(0 <= row["router/cache_hit_rate"] <= 1 for row in rows)
+    assert all(row["router/failed"] == 0 for row in rows)
 
 
 def test_curriculum_enabled_run_feeds_history_and_reports_metrics(tmp_path) -> None:

@@ -30,6 +30,8 @@ class FakeReplica:
         self.versions: list[int] = []
         self.paused = False
         self.closed = False
+        self.cached = 0
+        """Prompt tokens it reports serving from its prefix cache, per request."""
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         self.attempts.append(request.request_id)
@@ -45,6 +47,7 @@ class FakeReplica:
             finish_reason=FinishReason.LENGTH,
             policy_version=[0] * len(tokens),
             prompt_tokens=len(request.prompt_ids),
+            cached_prefix_tokens=self.cached,
         )
 
     async def update_weights(self, state: Any, version: int) -> None:
@@ -74,6 +77,8 @@ def test_router_is_an_engine_and_books_then_releases_every_dispatch() -> None:
     )
     assert isinstance(router, Engine)
     assert router.core.placements.capacity == 8
+    for replica in replicas:
+        replica.cached = 3
 
     async def main() -> None:
         out = await router.generate(_request("s", [1, 2, 3, 4], "r1"))
@@ -89,6 +94,9 @@ def test_router_is_an_engine_and_books_then_releases_every_dispatch() -> None:
     home = router.core.replicas[0 if replicas[0].served else 1]
     assert home.tree.match([1, 2, 3, 4, 7, 8, 9, 5, 7, 8, 9], touch=False) == 11
     assert router.core.counters.expected_cached_tokens == 7
+    counters = router.core.counters
+    assert (counters.completed_prompt_tokens, counters.completed_cached_tokens) == (12, 6)
+    assert counters.completed_expected_cached_tokens == 7
     stats = router.stats().extra
     assert (stats["router"]["session_placements"], stats["router"]["session_moves"]) == (1, 0)
     assert sorted(r["sessions_placed"] for r in stats["replicas"]) == [0, 1]

@@ -4,11 +4,11 @@
 0; each request is routed by agent-rl's own `RoutingCore` (the class the async `Router` uses),
 with the session id, the prompt ids and `core.expected_decode(max_new_tokens)`, exactly as the
 gateway's requests are; it then waits, prefills and decodes on the chosen `Replica`. A finished
-request is reported back with `core.complete(dispatch, output_ids)`, and the session sends its
-next turn after its tool pause. Every `reconcile_interval_s` (the `Router`'s health-check period)
-the router's view of each replica is reconciled with the replica's true state
-(`core.reconcile(i, free_kv_tokens=..., cached_prefix_tokens=...)`), as the `Router` does from
-`Engine.stats()`.
+request is reported back with `core.complete(dispatch, output_ids, cached_tokens=...)`, and the
+session sends its next turn after its tool pause. Every `reconcile_interval_s` (the `Router`'s
+health-check period) the router's view of each replica is reconciled with the replica's true
+state (`core.reconcile(i, free_kv_tokens=..., cached_prefix_tokens=...)`), as the `Router` does
+from `Engine.stats()`.
 
 Events (a heap ordered by time, then insertion): a session's request arriving, a replica's step
 ending (stale ones, superseded when an arrival cuts a multi-iteration decode step short, are
@@ -167,7 +167,9 @@ class ClusterSim:
     def _step_done(self, replica: Replica, now: float) -> None:
         for job in replica.finish_step():
             request: _Request = job.key
-            self.core.complete(request.dispatch, request.turn.output)
+            self.core.complete(
+                request.dispatch, request.turn.output, cached_tokens=job.cached_tokens
+            )
             self.completed.append(request.dispatch.request.request_id)
             self.latencies.append(job.finished_at - job.arrival)
             self.ttfts.append(job.first_token_at - job.arrival)
