@@ -5,24 +5,26 @@ the healthy ones (minus those a retry excludes) and books the dispatch: in-fligh
 token work (the prefill the replica must compute after its cached prefix, plus the expected
 decode), active KV and a pin on the prompt's path in the replica's prefix tree. It also remembers
 which replica served each session's last request (`SessionPlacements`, bounded) and hands that
-to the policy as `RouteRequest.previous_replica`. `complete()` releases the booking and records
-the prompt plus the sampled tokens as resident there; `fail()` releases it and counts the
-failure, taking the replica out of the pool after `unhealthy_after_failures` in a row.
-`reconcile()` applies what an engine reports (its KV capacity when none was configured, free KV,
-how many prefix tokens it really caches) so the router's residency model cannot drift far from
-the truth. The async `Router` engine and the cluster simulator (`router/sim/`) share this class,
-so the simulator measures exactly the routing that production runs.
+to the policy as `RouteRequest.previous_replica`, with the prompt as an int32 array (converted
+once, so the trees read it without making Python ints of it). `complete()` releases the booking
+and records the prompt plus the sampled tokens as resident there; `fail()` releases it and
+counts the failure, taking the replica out of the pool after `unhealthy_after_failures` in a
+row. `reconcile()` applies what an engine reports (its KV capacity when none was configured,
+free KV, how many prefix tokens it really caches) so the router's residency model cannot drift
+far from the truth. The async `Router` engine and the cluster simulator (`router/sim/`) share
+this class, so the simulator measures exactly the routing that production runs.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
 from uni_agent_core.router.affinity import SessionPlacements
 from uni_agent_core.router.policies import Policy, ReplicaLoad, RouteRequest
-from uni_agent_core.router.prefix_tree import PrefixTree
+from uni_agent_core.router.prefix_tree import PrefixTree, as_int32
 
 
 class NoReplicaError(RuntimeError):
@@ -137,7 +139,9 @@ class RoutingCore:
             )
         session = request.session_id or None
         previous = None if session is None else self.placements.get(session)
-        request = replace(request, previous_replica=previous)
+        request = replace(
+            request, prompt_ids=as_int32(request.prompt_ids), previous_replica=previous
+        )
         replica = self.policy.choose(request, candidates)
         cached = replica.tree.match(request.prompt_ids, touch=True)
         work = len(request.prompt_ids) - cached + request.expected_decode_tokens
@@ -183,7 +187,9 @@ class RoutingCore:
         replica = dispatch.replica
         replica.consecutive_failures = 0
         if dispatch.tree is replica.tree:  # else new weights came: the old KV is not reusable
-            replica.tree.insert([*dispatch.request.prompt_ids, *output_ids])
+            resident = array("i", dispatch.request.prompt_ids)
+            resident.extend(output_ids)
+            replica.tree.insert(resident)
         self._decode_estimate += 0.1 * (len(output_ids) - self._decode_estimate)
         self.counters.completed += 1
 

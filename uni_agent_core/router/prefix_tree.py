@@ -2,8 +2,11 @@
 
 `PrefixTree` owns which prompt prefixes a router believes are resident on an inference replica
 (SGLang-router style) and the LRU eviction model that keeps that belief within the replica's
-token capacity. Edges are compressed runs of tokens (tuples), split where sequences diverge, and
-matching compares whole edge slices rather than hopping token by token.
+token capacity. Edges are compressed runs of tokens, split where sequences diverge. An edge is
+the machine bytes of its token ids (4 bytes a token; 8 with `id_bytes=8`, for ids beyond int32
+such as block hashes), so a resident token costs its id's bytes rather than a Python int, and
+matching is a `memcmp` of whole edges, bisected only where two runs diverge. An `array` of the
+same item type (the gateway's int32 prompts) is taken as it is; other sequences are converted.
 
 Semantics, token by token (the tree is an exact, compressed form of this):
 
@@ -26,10 +29,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from array import array
 from collections.abc import Iterator, Sequence
 
-_CHUNK = 32
-"""Slice width used to locate where two token runs diverge."""
+_TYPECODES = {4: "i", 8: "q"}
+"""`array` item type of a token id, by its width in bytes."""
 
 
 class _Node:
@@ -37,11 +41,11 @@ class _Node:
 
     __slots__ = ("edge", "children", "parent", "clock", "pins", "end")
 
-    def __init__(
-        self, edge: tuple[int, ...], parent: _Node | None, clock: int, pins: int, end: int
-    ) -> None:
+    def __init__(self, edge: bytes, parent: _Node | None, clock: int, pins: int, end: int) -> None:
         self.edge = edge
-        self.children: dict[int, _Node] = {}
+        """The run's token ids as machine bytes."""
+        self.children: dict[bytes, _Node] = {}
+        """Child edges by the bytes of their first token."""
         self.parent = parent
         self.clock = clock
         self.pins = pins
@@ -49,22 +53,29 @@ class _Node:
         """Length of the full prefix ending with this edge's last token."""
 
 
-def _common_len(edge: tuple[int, ...], tokens: tuple[int, ...], start: int) -> int:
-    """Length of the common prefix of `edge` and `tokens[start:]`."""
+def as_int32(tokens: Sequence[int]) -> array:
+    """`tokens` as an int32 `array`, which a tree of token ids reads without converting (the
+    same object when it already is one)."""
+    if isinstance(tokens, array) and tokens.typecode == "i":
+        return tokens
+    return array("i", tokens)
+
+
+def _common_len(edge: bytes, tokens: bytes, start: int, width: int) -> int:
+    """Bytes of the longest common prefix of `edge` and `tokens[start:]`, in whole tokens of
+    `width` bytes (the first token is known to match)."""
     n = min(len(edge), len(tokens) - start)
-    if edge[:n] == tokens[start : start + n]:
+    view = memoryview(edge)
+    if tokens.startswith(view[:n], start):
         return n
-    i = 0
-    while i + _CHUNK <= n and edge[i : i + _CHUNK] == tokens[start + i : start + i + _CHUNK]:
-        i += _CHUNK
-    while edge[i] == tokens[start + i]:  # a mismatch exists before n
-        i += 1
-    return i
-
-
-def _as_tuple(tokens: Sequence[int]) -> tuple[int, ...]:
-    """The tokens as a tuple (edges are tuples, and a tuple never equals a list)."""
-    return tokens if type(tokens) is tuple else tuple(tokens)
+    low, high = 0, n  # edge[:low] matches there, edge[:high] does not
+    while high - low > width:
+        middle = low + (high - low) // (2 * width) * width
+        if tokens.startswith(view[low:middle], start + low):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 class PrefixTree:
@@ -73,10 +84,15 @@ class PrefixTree:
     See the module docstring for the exact clock, eviction and pinning semantics.
     """
 
-    def __init__(self, capacity_tokens: int | None = None) -> None:
-        """Create an empty tree holding at most `capacity_tokens` tokens (None: unbounded)."""
+    def __init__(self, capacity_tokens: int | None = None, *, id_bytes: int = 4) -> None:
+        """Create an empty tree holding at most `capacity_tokens` tokens (None: unbounded), of
+        ids that fit `id_bytes` signed bytes (4: token ids; 8: e.g. 64-bit hashes)."""
         if capacity_tokens is not None and capacity_tokens < 0:
             raise ValueError(f"capacity_tokens must be >= 0 or None, got {capacity_tokens}")
+        if id_bytes not in _TYPECODES:
+            raise ValueError(f"id_bytes must be 4 or 8, got {id_bytes}")
+        self._width = id_bytes
+        self._typecode = _TYPECODES[id_bytes]
         self._capacity = capacity_tokens
         self._serial = itertools.count()
         self.clear()
@@ -93,7 +109,7 @@ class PrefixTree:
 
     def clear(self) -> None:
         """Forget everything: resident tokens, clocks and pins."""
-        self._root = _Node((), None, 0, 0, 0)
+        self._root = _Node(b"", None, 0, 0, 0)
         self._size = 0
         self._nodes = 0
         self._clock = 0
@@ -106,15 +122,14 @@ class PrefixTree:
 
         With `touch`, the clock advances and the matched path becomes the most recently used.
         """
-        t = _as_tuple(tokens)
-        path, matched, k = self._walk(t)
+        path, matched, k = self._walk(self._encode(tokens))
         if touch:
             self._clock += 1
             if path:
                 if k < len(path[-1].edge):
                     path[-1] = self._split(path[-1], k)
                 self._touch(path)
-        return matched
+        return matched // self._width
 
     def insert(self, tokens: Sequence[int]) -> int:
         """Make `tokens` resident as the most recently used path; returns the tokens added.
@@ -122,16 +137,17 @@ class PrefixTree:
         Afterwards evicts least recently used leaves down to the capacity, never touching the
         path just inserted nor pinned paths.
         """
-        t = _as_tuple(tokens)
+        t = self._encode(tokens)
+        width = self._width
         self._clock += 1
         path, matched, k = self._walk(t)
         if path and k < len(path[-1].edge):
             path[-1] = self._split(path[-1], k)
-        added = len(t) - matched
+        added = (len(t) - matched) // width
         if added:
             parent = path[-1] if path else self._root
-            leaf = _Node(t[matched:], parent, self._clock, 0, len(t))
-            parent.children[t[matched]] = leaf
+            leaf = _Node(t[matched:], parent, self._clock, 0, len(t) // width)
+            parent.children[t[matched : matched + width]] = leaf
             self._nodes += 1
             self._size += added
             path.append(leaf)
@@ -161,10 +177,13 @@ class PrefixTree:
         Raises:
             ValueError: `tokens` is not entirely resident (insert it first).
         """
-        t = _as_tuple(tokens)
+        t = self._encode(tokens)
         path, matched, k = self._walk(t)
         if matched < len(t):
-            raise ValueError(f"cannot pin: only {matched} of {len(t)} tokens are resident")
+            width = self._width
+            raise ValueError(
+                f"cannot pin: only {matched // width} of {len(t) // width} tokens are resident"
+            )
         if path and k < len(path[-1].edge):
             path[-1] = self._split(path[-1], k)
         for node in path:
@@ -176,10 +195,12 @@ class PrefixTree:
         Raises:
             ValueError: some prefix of `tokens` is not resident or not pinned.
         """
-        t = _as_tuple(tokens)
+        t = self._encode(tokens)
         path, matched, k = self._walk(t)
         if matched < len(t) or any(node.pins <= 0 for node in path):
-            raise ValueError(f"cannot unpin a path that is not pinned ({len(t)} tokens)")
+            raise ValueError(
+                f"cannot unpin a path that is not pinned ({len(t) // self._width} tokens)"
+            )
         if path and k < len(path[-1].edge):
             path[-1] = self._split(path[-1], k)
         for node in path:
@@ -191,33 +212,43 @@ class PrefixTree:
 
     def paths(self) -> Iterator[tuple[int, ...]]:
         """Yield the token sequence of every leaf (each resident prefix is a prefix of one)."""
-        stack: list[tuple[_Node, tuple[int, ...]]] = [(self._root, ())]
+        stack: list[tuple[_Node, bytes]] = [(self._root, b"")]
         while stack:
             node, prefix = stack.pop()
             prefix += node.edge
             if not node.children:
                 if prefix:
-                    yield prefix
+                    ids = array(self._typecode)
+                    ids.frombytes(prefix)
+                    yield tuple(ids)
                 continue
             stack.extend((child, prefix) for child in node.children.values())
 
     # ---------------------------------------------------------------- internals
 
-    def _walk(self, t: tuple[int, ...]) -> tuple[list[_Node], int, int]:
-        """Nodes along the longest resident prefix of `t`, its length, and how many tokens of
-        the last node's edge it covers (the whole edge unless the match ends mid-edge)."""
+    def _encode(self, tokens: Sequence[int]) -> bytes:
+        """The token ids as the machine bytes edges are made of."""
+        if isinstance(tokens, array) and tokens.typecode == self._typecode:
+            return tokens.tobytes()
+        return array(self._typecode, tokens).tobytes()
+
+    def _walk(self, t: bytes) -> tuple[list[_Node], int, int]:
+        """Nodes along the longest resident prefix of `t`, its length, and how much of the last
+        node's edge it covers (the whole edge unless the match ends mid-edge); lengths in
+        bytes."""
         node = self._root
         path: list[_Node] = []
         pos = 0
         n = len(t)
         k = 0
         children = node.children
+        width = self._width
         while pos < n:
-            child = children.get(t[pos])
+            child = children.get(t[pos : pos + width])
             if child is None:
                 break
             edge = child.edge
-            k = _common_len(edge, t, pos)
+            k = _common_len(edge, t, pos, width)
             path.append(child)
             pos += k
             if k < len(edge):
@@ -226,18 +257,20 @@ class PrefixTree:
         return path, pos, k
 
     def _split(self, node: _Node, k: int) -> _Node:
-        """Split `node` after its first `k` edge tokens; returns the new upper node.
+        """Split `node` after the first `k` bytes of its edge; returns the new upper node.
 
         The original node object keeps the tail (so its heap entries stay valid).
         """
         parent = node.parent
         assert parent is not None
+        width = self._width
         head = node.edge[:k]
-        upper = _Node(head, parent, node.clock, node.pins, node.end - len(node.edge) + k)
+        tail_tokens = (len(node.edge) - k) // width
+        upper = _Node(head, parent, node.clock, node.pins, node.end - tail_tokens)
         node.edge = node.edge[k:]
         node.parent = upper
-        upper.children[node.edge[0]] = node
-        parent.children[head[0]] = upper
+        upper.children[node.edge[:width]] = node
+        parent.children[head[:width]] = upper
         self._nodes += 1
         return upper
 
@@ -273,6 +306,7 @@ class PrefixTree:
         """Free up to `n_tokens` from the LRU unpinned leaves, sparing nodes whose clock is
         `protect_clock` (the path the current call touched); returns the tokens freed."""
         freed = 0
+        width = self._width
         while freed < n_tokens and self._heap:
             heap = self._heap  # `_push` may rebuild it
             clock, _, _, node = heap[0]
@@ -282,9 +316,9 @@ class PrefixTree:
             if clock == protect_clock:
                 break  # every other leaf is gone or pinned: only the protected path is left
             need = n_tokens - freed
-            length = len(node.edge)
+            length = len(node.edge) // width
             if need < length:
-                node.edge = node.edge[: length - need]
+                node.edge = node.edge[: (length - need) * width]
                 node.end -= need
                 self._size -= need
                 freed += need
@@ -292,7 +326,7 @@ class PrefixTree:
                 break
             heapq.heappop(heap)
             parent = node.parent
-            del parent.children[node.edge[0]]
+            del parent.children[node.edge[:width]]
             node.parent = None
             self._nodes -= 1
             self._size -= length

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import time
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uni_agent_core.router.prefix_tree import PrefixTree
+from uni_agent_core.router.prefix_tree import PrefixTree, as_int32
 
 
 def resident(tree: PrefixTree) -> set[tuple[int, ...]]:
@@ -389,3 +390,21 @@ def test_long_shared_prefixes_are_fast() -> None:
     tree.evict(tree.size // 2)
     elapsed = time.perf_counter() - start
     assert elapsed < 5.0, elapsed  # ~50 ms here; a quadratic tree would take minutes
+
+
+def test_ids_are_stored_as_machine_ints_of_the_trees_width() -> None:
+    tree = PrefixTree()
+    prompt = array("i", [5, 6, 7, 8])
+    assert as_int32(prompt) is prompt  # an int32 array is read as it is
+    assert as_int32((5, 6)) == array("i", [5, 6])
+    tree.insert(prompt)
+    assert tree.match([5, 6, 7, 9]) == 3  # any sequence of ints matches the same path
+    assert list(tree.paths()) == [(5, 6, 7, 8)]
+    with pytest.raises(OverflowError):
+        tree.insert([2**40])  # token ids are int32
+    hashes = PrefixTree(id_bytes=8)  # e.g. chained 64-bit block hashes
+    hashes.insert([2**40, -(2**62), 3])
+    assert hashes.match((2**40, -(2**62), 4)) == 2
+    assert list(hashes.paths()) == [(2**40, -(2**62), 3)]
+    with pytest.raises(ValueError, match="id_bytes"):
+        PrefixTree(id_bytes=2)

@@ -129,8 +129,8 @@ class Replica:
         cache_blocks = None if self.unified else (profile.cache_capacity_tokens or 0) // self.block
         self.caching = cache_blocks is None or cache_blocks > 0
         """False: a separate prefix cache of capacity 0, i.e. none."""
-        self.cache = PrefixTree(cache_blocks)
-        self.pinned = PrefixTree(None)
+        self.cache = PrefixTree(cache_blocks, id_bytes=8)
+        self.pinned = PrefixTree(None, id_bytes=8)
         """Union of the pinned prompt paths (unified memory): its size is the cache's pinned
         part, which `PrefixTree` does not report."""
         self.own_tokens = 0
