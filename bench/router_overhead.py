@@ -10,16 +10,17 @@ token arrays, as the gateway sends them) and grows by a 300-token output and a 3
 result per turn, for `--turns` turns, over `--replicas` replicas of 1M KV tokens each. Printed
 per policy and context size: CPU per request (route + complete), as a ratio to
 `least_requests` in the same run (its decision reads no tree; the bookkeeping of the router's
-residency trees is the same for every policy), and the router's traced memory at the end (its
-trees, and `cache_aware`'s own ones, plus the small rest) per token they hold.
+residency trees is the same for every policy), and the bytes of every object the router's trees
+(and `cache_aware`'s own ones) hold at the end, per token they hold.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import random
+import sys
 import time
-import tracemalloc
 from array import array
 
 from uni_agent_core.router.core import RoutingCore
@@ -40,7 +41,6 @@ def _run(policy: str, context: int, args: argparse.Namespace) -> dict[str, float
         array("i", system + [rng.randrange(1000, 128_000) for _ in range(final - 1500)])
         for _ in range(args.sessions)
     ]
-    tracemalloc.start()
     core = RoutingCore(make_policy(policy), names, kv_capacity_tokens=KV_TOKENS)
     cpu, requests = 0.0, 0
     for turn in range(args.turns):
@@ -54,17 +54,29 @@ def _run(policy: str, context: int, args: argparse.Namespace) -> dict[str, float
             core.complete(dispatch, output)
             cpu += time.process_time() - started
             requests += 1
-    del prompt, output, request, dispatch
-    traced = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
     trees = [r.tree for r in core.replicas]
     trees += list(getattr(core.policy, "_trees", {}).values())  # cache_aware's own trees
     resident = sum(tree.size for tree in trees)
     return {
         "cpu_ms": cpu / requests * 1e3,
-        "bytes_per_token": traced / resident if resident else 0.0,
+        "bytes_per_token": _deep_size(trees) / resident if resident else 0.0,
         "resident_tokens": float(resident),
     }
+
+
+def _deep_size(roots: list[object]) -> int:
+    """Bytes of every object reachable from `roots` (each counted once)."""
+    seen: set[int] = set()
+    stack = list(roots)
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+    return total
 
 
 def main() -> None:
