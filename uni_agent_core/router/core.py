@@ -130,6 +130,8 @@ class RoutingCore:
 
         Raises:
             NoReplicaError: every healthy replica is excluded (or none is healthy).
+            OverflowError: a prompt id does not fit int32 (no vocabulary comes near; nothing is
+                booked).
         """
         candidates = [r for r in self.replicas if r.healthy and r.index not in exclude]
         if not candidates:
@@ -179,7 +181,13 @@ class RoutingCore:
         self, dispatch: Dispatch, output_ids: Sequence[int], *, cached_tokens: int = 0
     ) -> None:
         """The request finished: its prompt and output are now cached on the replica.
-        `cached_tokens`: prompt tokens the replica reports it served from its prefix cache."""
+        `cached_tokens`: prompt tokens the replica reports it served from its prefix cache.
+
+        Raises:
+            OverflowError: an output id does not fit int32 (nothing is booked then).
+        """
+        resident = array("i", dispatch.request.prompt_ids)
+        resident.extend(as_int32(output_ids))
         self._release(dispatch)
         self.counters.completed_prompt_tokens += len(dispatch.request.prompt_ids)
         self.counters.completed_cached_tokens += cached_tokens
@@ -187,8 +195,6 @@ class RoutingCore:
         replica = dispatch.replica
         replica.consecutive_failures = 0
         if dispatch.tree is replica.tree:  # else new weights came: the old KV is not reusable
-            resident = array("i", dispatch.request.prompt_ids)
-            resident.extend(output_ids)
             replica.tree.insert(resident)
         self._decode_estimate += 0.1 * (len(output_ids) - self._decode_estimate)
         self.counters.completed += 1

@@ -6,7 +6,8 @@ token capacity. Edges are compressed runs of tokens, split where sequences diver
 the machine bytes of its token ids (4 bytes a token; 8 with `id_bytes=8`, for ids beyond int32
 such as block hashes), so a resident token costs its id's bytes rather than a Python int, and
 matching is a `memcmp` of whole edges, bisected only where two runs diverge. An `array` of the
-same item type (the gateway's int32 prompts) is taken as it is; other sequences are converted.
+same item type (the gateway's int32 prompts) is read with one `memcpy`; other sequences are
+converted id by id.
 
 Semantics, token by token (the tree is an exact, compressed form of this):
 
@@ -54,8 +55,12 @@ class _Node:
 
 
 def as_int32(tokens: Sequence[int]) -> array:
-    """`tokens` as an int32 `array`, which a tree of token ids reads without converting (the
-    same object when it already is one)."""
+    """`tokens` as an int32 `array`, which a tree of token ids reads with one `memcpy` instead
+    of converting id by id (the same object when it already is one).
+
+    Raises:
+        OverflowError: an id does not fit int32.
+    """
     if isinstance(tokens, array) and tokens.typecode == "i":
         return tokens
     return array("i", tokens)
@@ -63,7 +68,7 @@ def as_int32(tokens: Sequence[int]) -> array:
 
 def _common_len(edge: bytes, tokens: bytes, start: int, width: int) -> int:
     """Bytes of the longest common prefix of `edge` and `tokens[start:]`, in whole tokens of
-    `width` bytes (the first token is known to match)."""
+    `width` bytes."""
     n = min(len(edge), len(tokens) - start)
     view = memoryview(edge)
     if tokens.startswith(view[:n], start):

@@ -297,10 +297,19 @@ def _outcome(fn, *args):
         return ValueError
 
 
-def _run_against_reference(data: st.DataObject, alphabet: int, max_len: int, n_ops: int) -> None:
+def _run_against_reference(
+    data: st.DataObject,
+    alphabet: int | Sequence[int],
+    max_len: int,
+    n_ops: int,
+    id_bytes: int = 4,
+) -> None:
+    """Random operations on a tree and the reference; `alphabet`: a count of ids from 0, or
+    the ids themselves."""
     capacity = data.draw(st.one_of(st.none(), st.integers(0, 24)), label="capacity")
-    tree, ref = PrefixTree(capacity), ReferenceTree(capacity)
-    seqs = st.lists(st.integers(0, alphabet - 1), max_size=max_len)
+    tree, ref = PrefixTree(capacity, id_bytes=id_bytes), ReferenceTree(capacity)
+    ids = st.integers(0, alphabet - 1) if isinstance(alphabet, int) else st.sampled_from(alphabet)
+    seqs = st.lists(ids, max_size=max_len)
     inserted: list[list[int]] = []
     pinned: list[list[int]] = []
     for _ in range(n_ops):
@@ -346,6 +355,36 @@ def test_matches_reference_small_alphabet(data: st.DataObject) -> None:
 @given(data=st.data())
 def test_matches_reference_binary_alphabet(data: st.DataObject) -> None:
     _run_against_reference(data, alphabet=2, max_len=10, n_ops=40)
+
+
+HIGH_BYTE_IDS = {
+    4: [1, 1 + 2**24, 1 + 2**8, -(2**31)],
+    8: [1, 1 + 2**56, 1 + 2**32, -(2**63), 2**63 - 1],
+}
+"""Ids that agree in their low bytes: a common length counted in bytes instead of whole ids
+would stop inside an id on them (small ids differ in their first byte and would not show it)."""
+
+
+@pytest.mark.parametrize("id_bytes", [4, 8])
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_matches_reference_on_ids_that_share_low_bytes(data: st.DataObject, id_bytes: int) -> None:
+    _run_against_reference(data, HIGH_BYTE_IDS[id_bytes], max_len=10, n_ops=30, id_bytes=id_bytes)
+
+
+@pytest.mark.parametrize("id_bytes", [4, 8])
+def test_divergence_is_found_at_every_position_of_a_long_edge(id_bytes: int) -> None:
+    high = 1 << (8 * id_bytes - 8)  # changes only an id's most significant byte
+    for length in (1, 2, 3, 31, 32, 33, 100, 257):
+        edge = [i % 7 + 1 for i in range(length)]
+        for cut in range(1, length):
+            query = [*edge[:cut], edge[cut] ^ high, *edge[cut + 1 :]]
+            tree = PrefixTree(id_bytes=id_bytes)
+            tree.insert(edge)
+            assert tree.match(query, touch=False) == cut, (length, cut)
+            assert tree.insert(query) == length - cut  # the edge splits right after `cut` ids
+            assert sorted(tree.paths()) == sorted([tuple(edge), tuple(query)])
+            assert tree.evict(tree.size) == 2 * length - cut
 
 
 @settings(max_examples=25, deadline=None)
