@@ -61,12 +61,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FunctionType, ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import orjson
+from _footprint import deep_size
 from _gateway_server import REPLY_TOKENS, InstantEngine, load_tiny_tokenizer, reply_ids
 from _lean_http import LeanConnection
 
@@ -267,22 +267,6 @@ def check_tito(sessions: list[GatewaySession]) -> None:
         problems = tito_violations(session.trajectories(), session.calls)
         if problems:
             raise RuntimeError(f"TITO violated in session {session.session_id}: {problems[:3]}")
-
-
-def deep_size(roots: list[Any], seen: set[int]) -> int:
-    """Bytes of every object reachable from `roots` that is not in `seen` (which is updated)."""
-    size = 0
-    stack = list(roots)
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(
-            obj, type | ModuleType | FunctionType | asyncio.AbstractEventLoop
-        ):
-            continue
-        seen.add(id(obj))
-        size += sys.getsizeof(obj)
-        stack.extend(gc.get_referents(obj))
-    return size
 
 
 def session_footprint(sessions: list[GatewaySession]) -> dict[str, float]:

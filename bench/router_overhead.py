@@ -17,11 +17,11 @@ residency trees is the same for every policy), and the bytes of every object the
 from __future__ import annotations
 
 import argparse
-import gc
 import random
-import sys
 import time
 from array import array
+
+from _footprint import deep_size
 
 from uni_agent_core.router.core import RoutingCore
 from uni_agent_core.router.policies import RouteRequest, make_policy
@@ -59,24 +59,9 @@ def _run(policy: str, context: int, args: argparse.Namespace) -> dict[str, float
     resident = sum(tree.size for tree in trees)
     return {
         "cpu_ms": cpu / requests * 1e3,
-        "bytes_per_token": _deep_size(trees) / resident if resident else 0.0,
+        "bytes_per_token": deep_size(trees) / resident if resident else 0.0,
         "resident_tokens": float(resident),
     }
-
-
-def _deep_size(roots: list[object]) -> int:
-    """Bytes of every object reachable from `roots` (each counted once)."""
-    seen: set[int] = set()
-    stack = list(roots)
-    total = 0
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, type):
-            continue
-        seen.add(id(obj))
-        total += sys.getsizeof(obj)
-        stack.extend(gc.get_referents(obj))
-    return total
 
 
 def main() -> None:
