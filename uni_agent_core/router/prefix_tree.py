@@ -54,6 +54,11 @@ class _Node:
         """Length of the full prefix ending with this edge's last token."""
 
 
+def _check_capacity(capacity_tokens: int | None) -> None:
+    if capacity_tokens is not None and capacity_tokens < 0:
+        raise ValueError(f"capacity_tokens must be >= 0 or None, got {capacity_tokens}")
+
+
 def as_int32(tokens: Sequence[int]) -> array:
     """`tokens` as an int32 `array`, which a tree of token ids reads with one `memcpy` instead
     of converting id by id (the same object when it already is one).
@@ -92,8 +97,7 @@ class PrefixTree:
     def __init__(self, capacity_tokens: int | None = None, *, id_bytes: int = 4) -> None:
         """Create an empty tree holding at most `capacity_tokens` tokens (None: unbounded), of
         ids that fit `id_bytes` signed bytes (4: token ids; 8: e.g. 64-bit hashes)."""
-        if capacity_tokens is not None and capacity_tokens < 0:
-            raise ValueError(f"capacity_tokens must be >= 0 or None, got {capacity_tokens}")
+        _check_capacity(capacity_tokens)
         if id_bytes not in _TYPECODES:
             raise ValueError(f"id_bytes must be 4 or 8, got {id_bytes}")
         self._width = id_bytes
@@ -169,8 +173,7 @@ class PrefixTree:
     def set_capacity(self, capacity_tokens: int | None) -> int:
         """Hold at most `capacity_tokens` tokens from now on (None: unbounded), evicting down to
         it at once (pinned paths stay); returns the tokens freed."""
-        if capacity_tokens is not None and capacity_tokens < 0:
-            raise ValueError(f"capacity_tokens must be >= 0 or None, got {capacity_tokens}")
+        _check_capacity(capacity_tokens)
         self._capacity = capacity_tokens
         if capacity_tokens is None or self._size <= capacity_tokens:
             return 0
