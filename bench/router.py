@@ -15,8 +15,10 @@ capacity (the "KV demand" line), the memory-bound regime of agentic RL rollouts.
 Figures per cell: output tokens/s over the batch's makespan, the same for the first 90% of the
 output tokens (leaving out the straggler tail: the makespan is largely set by the longest
 sessions' tool pauses, which no routing changes), prompt tokens computed (prefill),
-prefix-cache hit rate, p50/p99 request latency (arrival to last token), makespan, load imbalance
-(max/mean replica busy time), tokens evicted from the caches and preemptions; each also as a
+prefix-cache hit rate, p50/p99 request latency (arrival to last token, time held back by load
+control included), makespan, load imbalance (max/mean replica busy time), tokens evicted from the
+caches, preemptions, and how often load control held a request back (`token_load` only,
+`router/load_control.py`); each also as a
 ratio to `least_requests` on the same workload and load in this run. The same seed gives the same
 table. Targets checked at the highest load: `token_load` throughput >= 1.3x `least_requests` and
 >= 1.1x `cache_aware`, cache hit rate >= 93%, p99 latency no worse than `cache_aware`.
@@ -57,6 +59,7 @@ COLUMNS = (
     ("imbalance", "imbalance", "{:.2f}"),
     ("evicted Mtok", "evicted_tokens", "{:.1f}"),
     ("preempt", "preemptions", "{:.0f}"),
+    ("held", "deferrals", "{:.0f}"),
 )
 _MEGA = {"prefill_tokens", "evicted_tokens"}
 

@@ -38,6 +38,15 @@ SGLANG_MAX_TREE_TOKENS = 2**26 // 4
 """sglang-router's `max_tree_size` default (2**26 characters per worker) at ~4 characters a
 token: far beyond a replica's KV, so within a rollout batch its trees never forget."""
 
+DEFER_OVERCOMMIT = 0.9
+"""`token_load` load control: requests whose context is cached nowhere are held back while the
+live sessions' contexts exceed this share of the replicas' KV capacity (`router/load_control.py`).
+"""
+
+DEFER_UNCACHED_TOKENS = 16_384
+"""...and only those with more than this many prompt tokens cached on no replica: a short new
+prompt takes little KV; a long context prefilled from scratch evicts other sessions' caches."""
+
 DEFAULT_MAX_TRACKED_SESSIONS = 65_536
 """Sessions whose last replica a router remembers by default: far above the live sessions of a
 rollout batch (hundreds to a few thousand); about 13 MB when full (~200 bytes per session, its
@@ -135,7 +144,23 @@ class RouterConfig(ConfigModel):
     """Seconds between replica health probes."""
     unhealthy_after_failures: int = Field(default=3, ge=1)
     """Consecutive failed probes or requests after which a replica stops receiving traffic."""
+    defer_overcommit: float = Field(default=DEFER_OVERCOMMIT, ge=0.0)
+    """`token_load` load control (`router/load_control.py`): while the contexts of the live
+    sessions add up to more than this share of the replicas' KV capacity, a request whose prompt
+    has more than `defer_uncached_tokens` cached on no replica waits (prefilled now, it would
+    evict other sessions' caches, which would then be prefilled again); 0 turns it off. Needs
+    known KV capacities (configured or reported)."""
+    defer_uncached_tokens: int = Field(default=DEFER_UNCACHED_TOKENS, ge=0)
+    """See `defer_overcommit`."""
+    defer_retry_s: float = Field(default=15.0, gt=0)
+    """A held request asks again after this many seconds..."""
+    max_defer_s: float = Field(default=300.0, ge=0)
+    """...and is sent whatever the pressure once it has waited this long (0: never held)."""
+    session_idle_s: float = Field(default=900.0, gt=0)
+    """A session the router has not served for this long stops counting as live (the gateway
+    ends its sessions explicitly; this covers callers that never do)."""
     max_tracked_sessions: int = Field(default=DEFAULT_MAX_TRACKED_SESSIONS, ge=1)
-    """Sessions whose last replica the router remembers (`sticky` and `token_load` affinity),
-    least recently routed forgotten first, so a long run's finished sessions cost no memory; a
-    forgotten session is placed afresh. Keep it well above the sessions alive at once."""
+    """Sessions whose last replica (`sticky` and `token_load` affinity) and context size (load
+    control) the router remembers, least recently routed forgotten first, so a long run's
+    finished sessions cost no memory; a forgotten session is placed afresh. Keep it well above
+    the sessions alive at once."""

@@ -208,8 +208,13 @@ class GatewaySession:
         ]
 
     def close(self) -> None:
-        """Refuse further requests (finalize / delete)."""
+        """Refuse further requests (finalize, delete, expiry), and tell a routing engine the
+        session is over: its context stops counting toward the router's load control
+        (`router/load_control.py`)."""
         self.closed = True
+        end_session = getattr(self.engine, "end_session", None)
+        if end_session is not None:
+            end_session(self.session_id)
 
     @property
     def busy(self) -> bool:

@@ -8,8 +8,9 @@ rollouts). With several inference replicas behind a `Router`, the step's routing
 `router/prompt_tokens` (prompt tokens of the requests completed during the step),
 `router/cache_hit_rate` (the share of them the replicas report serving from their prefix cache),
 `router/expected_cache_hit_rate` (the share the router's residency model expected when it routed
-them), `router/session_moves`, `router/sessions_displaced`, `router/retried` and `router/failed`
-(counts over the step).
+them), `router/session_moves`, `router/sessions_displaced`, `router/retried`, `router/failed`,
+`router/deferrals` and `router/defer_timeouts` (counts over the step; the last two are the
+router's load control, `router/load_control.py`).
 """
 
 from __future__ import annotations
@@ -70,7 +71,14 @@ def router_step_metrics(before: Mapping[str, int], after: Mapping[str, int]) -> 
     delta = {key: after[key] - before.get(key, 0) for key in after}
     metrics = {
         f"router/{key}": float(delta[key])
-        for key in ("session_moves", "sessions_displaced", "retried", "failed")
+        for key in (
+            "session_moves",
+            "sessions_displaced",
+            "retried",
+            "failed",
+            "deferrals",
+            "defer_timeouts",
+        )
     }
     prompt = delta["completed_prompt_tokens"]
     if prompt > 0:

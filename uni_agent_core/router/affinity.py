@@ -1,11 +1,12 @@
 """Which replica each agent session was last routed to, in bounded memory.
 
 A router that serves a long RL run sees millions of sessions, each alive for minutes, and the
-placement of a finished session is never read again; the router is not told when a session ends.
-`SessionPlacements` therefore keeps the `capacity` most recently routed sessions and forgets the
-least recently routed one first. A session still at work keeps its entry: it is forgotten only
-after `capacity` other sessions have been routed since its own last request. A forgotten session
-is placed afresh on its next request, as a new one would be.
+placement of a finished session is never read again; the router is not always told when a
+session ends. `SessionPlacements` therefore keeps the `capacity` most recently routed sessions
+and forgets the least recently routed one first. A session still at work keeps its entry: it is
+forgotten only after `capacity` other sessions have been routed since its own last request, or
+when it is ended (`RoutingCore.end_session`). A forgotten session is placed afresh on its next
+request, as a new one would be.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ class SessionPlacements:
         self._replica.move_to_end(session_id)
         if len(self._replica) > self.capacity:
             self._replica.popitem(last=False)
+
+    def forget(self, session_id: str) -> None:
+        """The session is over (unknown ids are ignored)."""
+        self._replica.pop(session_id, None)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._replica
 
     def forget_replica(self, index: int) -> int:
         """Replica `index` left the pool: its sessions are placed afresh on their next request.

@@ -27,6 +27,8 @@ def router_over(
         balance_min_tokens=config.balance_min_tokens,
         kv_free_threshold=config.kv_free_threshold,
         kv_read_weight=config.kv_read_weight,
+        defer_overcommit=config.defer_overcommit,
+        defer_uncached_tokens=config.defer_uncached_tokens,
         cache_threshold=config.cache_threshold,
         balance_abs_threshold=config.balance_abs_threshold,
         balance_rel_threshold=config.balance_rel_threshold,
@@ -41,6 +43,9 @@ def router_over(
         health_check_interval_s=config.health_check_interval_s,
         invalidate_on_update=config.cache_salt_by_version,
         max_tracked_sessions=config.max_tracked_sessions,
+        defer_retry_s=config.defer_retry_s,
+        max_defer_s=config.max_defer_s,
+        session_idle_s=config.session_idle_s,
     )
 
 

@@ -11,18 +11,23 @@ and records the prompt plus the sampled tokens as resident there; `fail()` relea
 counts the failure, taking the replica out of the pool after `unhealthy_after_failures` in a
 row. `reconcile()` applies what an engine reports (its KV capacity when none was configured,
 free KV, how many prefix tokens it really caches) so the router's residency model cannot drift
-far from the truth. The async `Router` engine and the cluster simulator (`router/sim/`) share
-this class, so the simulator measures exactly the routing that production runs.
+far from the truth. `should_defer()` is the policy's load control against KV thrash
+(`router/load_control.py`), over the context sizes of the live sessions that `route()` and
+`complete()` record and `end_session()` removes. The async `Router` engine and the cluster
+simulator (`router/sim/`) share this class, so the simulator measures exactly the routing that
+production runs.
 """
 
 from __future__ import annotations
 
+import time
 from array import array
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
 from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
 from uni_agent_core.router.affinity import SessionPlacements
+from uni_agent_core.router.load_control import LiveContexts
 from uni_agent_core.router.policies import Policy, ReplicaLoad, RouteRequest
 from uni_agent_core.router.prefix_tree import PrefixTree, as_int32
 
@@ -81,6 +86,11 @@ class RouterCounters:
     affinity, or a retry excluded it)."""
     sessions_displaced: int = 0
     """Sessions forgotten because their replica left the pool (ejected or parked)."""
+    deferrals: int = 0
+    """Times load control held a request back for `defer_retry_s` (a request held three times
+    counts three)."""
+    defer_timeouts: int = 0
+    """Requests sent after waiting `max_defer_s` although load control still held them."""
 
 
 class RoutingCore:
@@ -95,6 +105,10 @@ class RoutingCore:
         unhealthy_after_failures: int = 3,
         decode_estimate_tokens: int = 256,
         max_tracked_sessions: int = DEFAULT_MAX_TRACKED_SESSIONS,
+        defer_retry_s: float = 15.0,
+        max_defer_s: float = 300.0,
+        session_idle_s: float = 900.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not names:
             raise ValueError("a router needs at least one replica")
@@ -115,6 +129,12 @@ class RoutingCore:
         self.unhealthy_after_failures = unhealthy_after_failures
         self._decode_estimate = float(decode_estimate_tokens)
         self.placements = SessionPlacements(max_tracked_sessions)
+        self.live = LiveContexts(max_tracked_sessions, idle_s=session_idle_s, clock=clock)
+        if defer_retry_s <= 0 or max_defer_s < 0:
+            raise ValueError("defer_retry_s must be positive and max_defer_s >= 0")
+        self.defer_retry_s = defer_retry_s
+        """How long a held request waits before it asks `should_defer` again."""
+        self.max_defer_s = max_defer_s
         self.counters = RouterCounters()
 
     def expected_decode(self, max_new_tokens: int) -> int:
@@ -124,6 +144,25 @@ class RoutingCore:
     def healthy(self) -> list[ReplicaLoad]:
         """Replicas in the pool."""
         return [r for r in self.replicas if r.healthy]
+
+    def should_defer(self, request: RouteRequest, waited_s: float = 0.0) -> bool:
+        """Whether `request` should wait `defer_retry_s` before it is routed: the policy's load
+        control (`Policy.defer`, over the healthy replicas and the live sessions' contexts),
+        until it has waited `max_defer_s`. Counts each decision to hold, and each request sent
+        because its wait ran out while the policy still held it."""
+        candidates = self.healthy()
+        if not candidates or not self.policy.defer(request, candidates, self.live.total()):
+            return False
+        if waited_s >= self.max_defer_s:
+            self.counters.defer_timeouts += 1
+            return False
+        self.counters.deferrals += 1
+        return True
+
+    def end_session(self, session_id: str) -> None:
+        """The session is over: its context no longer counts as live, its placement is dropped."""
+        self.live.end(session_id)
+        self.placements.forget(session_id)
 
     def route(self, request: RouteRequest, exclude: Collection[int] = ()) -> Dispatch:
         """Choose a replica and book the request on it.
@@ -155,6 +194,7 @@ class RoutingCore:
         replica.tree.pin(request.prompt_ids)
         if session is not None:
             self._place(session, previous, replica)
+            self.live.update(session, kv)
         self.counters.dispatched += 1
         self.counters.prompt_tokens += len(request.prompt_ids)
         self.counters.expected_cached_tokens += cached
@@ -194,6 +234,9 @@ class RoutingCore:
         self.counters.completed_expected_cached_tokens += dispatch.cached_tokens
         replica = dispatch.replica
         replica.consecutive_failures = 0
+        session = dispatch.request.session_id
+        if session and session in self.live:  # not ended while this request ran
+            self.live.update(session, len(resident))
         if dispatch.tree is replica.tree:  # else new weights came: the old KV is not reusable
             replica.tree.insert(resident)
         self._decode_estimate += 0.1 * (len(output_ids) - self._decode_estimate)

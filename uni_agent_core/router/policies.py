@@ -27,7 +27,10 @@ served each session's last request, `RouteRequest.previous_replica`) is `Routing
   memory pressure the affinity is released (keeping it would only evict parked sessions). A new
   session treats the replica caching its group's task prefix as its home on the same terms.
   Decode is priced by the KV it reads (`kv_read_weight` prefill-token equivalents per context
-  token), so a replica busy with long contexts costs more than its token count says.
+  token), so a replica busy with long contexts costs more than its token count says. It is also
+  the one policy with load control (`defer`, `router/load_control.py`): while the live sessions'
+  contexts exceed `defer_overcommit` of the replicas' KV, a request with more than
+  `defer_uncached_tokens` cached on no replica waits instead of evicting other sessions' caches.
 """
 
 from __future__ import annotations
@@ -36,7 +39,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from uni_agent_core.config.inference import KV_READ_WEIGHT_H200, SGLANG_MAX_TREE_TOKENS
+from uni_agent_core.config.inference import (
+    DEFER_OVERCOMMIT,
+    DEFER_UNCACHED_TOKENS,
+    KV_READ_WEIGHT_H200,
+    SGLANG_MAX_TREE_TOKENS,
+)
 from uni_agent_core.router.prefix_tree import PrefixTree
 
 
@@ -112,15 +120,29 @@ class Policy(Protocol):
         Session placements are the routing core's: it forgets that replica's sessions itself."""
         ...
 
+    def defer(
+        self, request: RouteRequest, replicas: Sequence[ReplicaLoad], live_context_tokens: int
+    ) -> bool:
+        """Whether `request` should wait before being routed (load control against KV thrash,
+        `router/load_control.py`); `live_context_tokens` is what the live sessions' contexts
+        add up to. The caller asks again later, and sends it anyway after a maximum wait."""
+        ...
 
-class _Stateless:
-    """A policy that keeps nothing per replica."""
+
+class _Defaults:
+    """What a policy does unless it says otherwise: keep nothing per replica, never defer."""
 
     def forget(self, index: int) -> None:
         """Nothing to forget."""
 
+    def defer(
+        self, request: RouteRequest, replicas: Sequence[ReplicaLoad], live_context_tokens: int
+    ) -> bool:
+        """Never: every request is routed at once."""
+        return False
 
-class RoundRobin(_Stateless):
+
+class RoundRobin(_Defaults):
     """Replicas in turn."""
 
     name = "round_robin"
@@ -135,7 +157,7 @@ class RoundRobin(_Stateless):
         return chosen
 
 
-class LeastRequests(_Stateless):
+class LeastRequests(_Defaults):
     """Fewest in-flight requests; ties go in turn so idle replicas share the work."""
 
     name = "least_requests"
@@ -150,7 +172,7 @@ class LeastRequests(_Stateless):
         return min(replicas, key=lambda r: (r.in_flight, (r.index - self._turn) % max(n, 1)))
 
 
-class Sticky(_Stateless):
+class Sticky(_Defaults):
     """Session affinity: a session's first replica (by least requests) serves it for good."""
 
     name = "sticky"
@@ -166,7 +188,7 @@ class Sticky(_Stateless):
         return self._fallback.choose(request, replicas)
 
 
-class CacheAware:
+class CacheAware(_Defaults):
     """Longest prefix in its own approximate trees unless request counts are imbalanced
     (the SGLang router's `cache_aware`).
 
@@ -232,7 +254,7 @@ class TokenCost:
     total: float
 
 
-class TokenLoad(_Stateless):
+class TokenLoad(_Defaults):
     """Queued token work + uncached prefill + expected decode + the cached prefixes of other
     sessions its KV would evict, with an affinity band released under memory pressure."""
 
@@ -249,7 +271,13 @@ class TokenLoad(_Stateless):
         kv_free_threshold: float = 0.1,
         min_cached_fraction: float = 0.3,
         kv_read_weight: float = KV_READ_WEIGHT_H200,
+        defer_overcommit: float = DEFER_OVERCOMMIT,
+        defer_uncached_tokens: int = DEFER_UNCACHED_TOKENS,
     ) -> None:
+        if defer_overcommit < 0 or defer_uncached_tokens < 0:
+            raise ValueError("defer_overcommit and defer_uncached_tokens must be >= 0")
+        self.defer_overcommit = defer_overcommit
+        self.defer_uncached_tokens = defer_uncached_tokens
         self.prefill_weight = prefill_weight
         self.decode_weight = decode_weight
         self.eviction_weight = eviction_weight
@@ -289,6 +317,25 @@ class TokenLoad(_Stateless):
             + self.eviction_weight * evicted
         )
         return TokenCost(replica, cached, prefill, evicted, total)
+
+    def defer(
+        self, request: RouteRequest, replicas: Sequence[ReplicaLoad], live_context_tokens: int
+    ) -> bool:
+        """Hold the request back while the live sessions' contexts exceed `defer_overcommit`
+        of the replicas' KV capacity and more than `defer_uncached_tokens` of its prompt is
+        cached on no replica: prefilled now, its KV would evict other sessions' caches. Never
+        when a replica's capacity is unknown, or `defer_overcommit` is 0."""
+        if not self.defer_overcommit:
+            return False
+        capacities = [replica.kv_capacity_tokens for replica in replicas]
+        if not all(capacities):
+            return False
+        if live_context_tokens <= self.defer_overcommit * sum(capacities):  # type: ignore[arg-type]
+            return False
+        uncached = len(request.prompt_ids) - max(
+            replica.tree.match(request.prompt_ids, touch=False) for replica in replicas
+        )
+        return uncached > self.defer_uncached_tokens
 
     def _under_pressure(self, replica: ReplicaLoad) -> bool:
         free = replica.free_kv_fraction()
@@ -351,6 +398,8 @@ def make_policy(name: str, **options: float) -> Policy:
             "kv_free_threshold",
             "min_cached_fraction",
             "kv_read_weight",
+            "defer_overcommit",
+            "defer_uncached_tokens",
         )
         return TokenLoad(**{k: options[k] for k in keys if k in options})  # type: ignore[arg-type]
     raise ValueError(f"unknown router policy {name!r}; choose one of {', '.join(POLICIES)}")

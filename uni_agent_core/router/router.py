@@ -1,13 +1,17 @@
 """`Router`: an `Engine` over N engine replicas, so the gateway uses one or many the same way.
 
-Each `generate` is routed by the recipe's policy (`RoutingCore`). A request whose replica fails
-is retried on another replica — only after the failed attempt has ended, and never after a
-success, so no request is lost or served twice. A replica that fails `unhealthy_after_failures`
-requests or health probes in a row leaves the pool; a background task probes every replica every
-`health_check_interval_s` (a one-token generation, skipped while an engine is paused for a weight
-update), re-admits a recovered one, and reconciles the router's residency model with what each
-engine reports in `stats()` (remote servers are first asked for their KV capacity and free KV
-memory; a replica whose capacity the recipe left open is sized by what it reports). Weight
+Each `generate` is routed by the recipe's policy (`RoutingCore`); while the policy's load control
+holds it back (`router/load_control.py`: the live sessions' contexts overcommit the replicas' KV
+and the request's context is cached nowhere), it waits, asking again every `defer_retry_s` for
+at most `max_defer_s`. `end_session` tells the router a session is over. A request whose
+replica fails is retried on another replica — only after the failed attempt has ended, and never
+after a success, so no request is lost or served twice. A replica that fails
+`unhealthy_after_failures` requests or health probes in a row leaves the pool; a background task
+probes every replica every `health_check_interval_s` (a one-token generation, skipped while an
+engine is paused for a weight update), re-admits a recovered one, and reconciles the router's
+residency model with what each engine reports in `stats()` (remote servers are first asked for
+their KV capacity and free KV memory; a replica whose capacity the recipe left open is sized by
+what it reports). Weight
 updates, pause and resume go to every replica; a weight update clears the residency model (KV
 computed by old weights is never reused).
 
@@ -66,6 +70,9 @@ class Router:
         probe_prompt_ids: Sequence[int] = (0,),
         invalidate_on_update: bool = True,
         max_tracked_sessions: int = DEFAULT_MAX_TRACKED_SESSIONS,
+        defer_retry_s: float = 15.0,
+        max_defer_s: float = 300.0,
+        session_idle_s: float = 900.0,
     ) -> None:
         if not engines:
             raise ValueError("a router needs at least one engine replica")
@@ -76,6 +83,9 @@ class Router:
             kv_capacity_tokens=kv_capacity_tokens,
             unhealthy_after_failures=unhealthy_after_failures,
             max_tracked_sessions=max_tracked_sessions,
+            defer_retry_s=defer_retry_s,
+            max_defer_s=max_defer_s,
+            session_idle_s=session_idle_s,
         )
         self._shared_capacity = kv_capacity_tokens if isinstance(kv_capacity_tokens, int) else None
         """A capacity given for every replica also applies to lendable ones added later."""
@@ -111,6 +121,9 @@ class Router:
             expected_decode_tokens=self.core.expected_decode(request.max_new_tokens),
             session_id=request.session_id,
         )
+        held_since = time.monotonic()
+        while self.core.should_defer(route, time.monotonic() - held_since):
+            await asyncio.sleep(self.core.defer_retry_s)
         tried: list[int] = []
         last_error: BaseException | None = None
         while True:
@@ -141,6 +154,11 @@ class Router:
                 dispatch, output.token_ids, cached_tokens=output.cached_prefix_tokens
             )
             return output
+
+    def end_session(self, session_id: str) -> None:
+        """The agent session is over (the gateway calls this when it is finalized, deleted or
+        expires): its context stops counting toward load control and its placement is dropped."""
+        self.core.end_session(session_id)
 
     # -- health -------------------------------------------------------------------------------
 

@@ -72,3 +72,23 @@ def test_keys_limits_and_expiry(tiny_tokenizer, scripted_engine_cls) -> None:
     assert manager.expire_idle(now=a.last_used + 5) == 0
     assert manager.expire_idle(now=a.last_used + 11) == 1
     assert len(manager) == 0 and a.closed
+
+
+def test_a_routing_engine_hears_when_sessions_end(tiny_tokenizer, scripted_engine_cls) -> None:
+    """Finalize, delete and expiry all tell an engine with `end_session` (the `Router`, whose
+    load control counts live sessions' contexts); engines without it are left alone."""
+    engine = scripted_engine_cls(tiny_tokenizer)
+    ended: list[str] = []
+    engine.end_session = ended.append
+    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=10)
+    finalized, _ = manager.create()
+    deleted, _ = manager.create()
+    idle, _ = manager.create()
+    finalized.close()  # what POST /sessions/<id>/finalize does
+    manager.delete(deleted.session_id)
+    assert manager.expire_idle(now=idle.last_used + 11) == 2  # the finalized one goes too
+    assert ended[:3] == [finalized.session_id, deleted.session_id, finalized.session_id]
+    assert set(ended) == {finalized.session_id, deleted.session_id, idle.session_id}
+    plain = SessionManager(scripted_engine_cls(tiny_tokenizer), tiny_tokenizer)
+    session, _ = plain.create()
+    plain.delete(session.session_id)  # no end_session: nothing to call

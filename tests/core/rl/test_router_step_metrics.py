@@ -23,6 +23,7 @@ def test_router_step_metrics_are_the_steps_deltas() -> None:
     assert metrics["router/cache_hit_rate"] == pytest.approx(96 / 200)
     assert metrics["router/expected_cache_hit_rate"] == pytest.approx(108 / 200)
     assert (metrics["router/failed"], metrics["router/session_moves"]) == (1, 0)
+    assert (metrics["router/deferrals"], metrics["router/defer_timeouts"]) == (0, 0)
     # A step in which nothing was routed reports counts of zero and no rates.
     idle = router_step_metrics(vars(core.counters), vars(core.counters))
     assert "router/cache_hit_rate" not in idle

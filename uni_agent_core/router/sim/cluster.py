@@ -3,7 +3,10 @@
 `simulate()` runs one rollout batch: every session of the workload sends its first turn at time
 0; each request is routed by agent-rl's own `RoutingCore` (the class the async `Router` uses),
 with the session id, the prompt ids and `core.expected_decode(max_new_tokens)`, exactly as the
-gateway's requests are; it then waits, prefills and decodes on the chosen `Replica`. A finished
+gateway's requests are; it then waits, prefills and decodes on the chosen `Replica`. A request
+the policy's load control holds back (`RoutingCore.should_defer`) arrives again after
+`defer_retry_s`, as the `Router` retries it; its latency counts from its first arrival. A session
+that ends is ended in the core too (`end_session`), as the gateway does. A finished
 request is reported back with `core.complete(dispatch, output_ids, cached_tokens=...)`, and the
 session sends its next turn after its tool pause. Every `reconcile_interval_s` (the `Router`'s
 health-check period) the router's view of each replica is reconciled with the replica's true
@@ -101,11 +104,16 @@ class ClusterSim:
             else profile.cache_capacity_tokens
         )
         self.capacity = capacity
+        self.now = 0.0
+        """Simulated seconds (the routing core's clock)."""
         self.core = RoutingCore(
             make_policy(policy, **dict(policy_options or {})),
             [f"replica-{i}" for i in range(replicas)],
             kv_capacity_tokens=capacity,
+            clock=lambda: self.now,
         )
+        self._held: dict[str, tuple[Turn, float]] = {}
+        """Sessions whose request load control holds back: the turn and when it first came."""
         self._events: list[tuple[float, int, int, Any, int]] = []
         self._serial = 0
         self.completed: list[str] = []
@@ -131,6 +139,7 @@ class ClusterSim:
         events = self._events
         while events:
             now, kind, _, payload, version = heapq.heappop(events)
+            self.now = now
             if kind == _STEP:
                 replica: Replica = payload
                 if version == replica.version and replica.step is not None:
@@ -143,13 +152,19 @@ class ClusterSim:
         return self._metrics()
 
     def _arrive(self, session: Session, now: float) -> None:
-        turn = session.next_turn()
+        turn, arrival = self._held.pop(session.session_id, None) or (session.next_turn(), now)
         request = RouteRequest(
             request_id=f"{session.session_id}/{turn.index}",
             prompt_ids=turn.prompt,
             expected_decode_tokens=self.core.expected_decode(turn.max_new_tokens),
             session_id=session.session_id,
         )
+        if self.core.should_defer(request, now - arrival):
+            # Held back by load control, as the `Router` holds it: ask again later. Its latency
+            # counts from the first arrival.
+            self._held[session.session_id] = (turn, arrival)
+            self._push(now + self.core.defer_retry_s, _ARRIVE, session)
+            return
         dispatch = self.core.route(request)
         replica = self.replicas[dispatch.replica.index]
         job = Job(
@@ -157,7 +172,7 @@ class ClusterSim:
             prompt_len=len(turn.prompt),
             output_len=len(turn.output),
             blocks=turn.blocks,
-            arrival=now,
+            arrival=arrival,
         )
         replica.enqueue(job)
         end = replica.interrupt(now) if replica.busy else replica.plan(now)
@@ -179,6 +194,7 @@ class ClusterSim:
             pause = request.session.finish_turn(request.turn)
             if pause is None:
                 self.live -= 1
+                self.core.end_session(request.session.session_id)
             else:
                 self._push(now + pause, _ARRIVE, request.session)
         end = replica.plan(now)
@@ -228,6 +244,7 @@ class ClusterSim:
             evicted_tokens=sum(s.evicted_tokens for s in stats),
             preemptions=sum(s.preemptions for s in stats),
             kv_demand=self.peak_demand / total_capacity if total_capacity else 0.0,
+            deferrals=self.core.counters.deferrals,
             busy_s=busy,
             sessions_placed_per_replica=[r.sessions_placed for r in self.core.replicas],
         )

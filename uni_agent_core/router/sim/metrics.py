@@ -63,6 +63,8 @@ class RunMetrics:
     evicted_tokens: int
     preemptions: int
     kv_demand: float
+    deferrals: int = 0
+    """Times load control held a request back (`RoutingCore.should_defer`)."""
     busy_s: list[float] = field(default_factory=list)
     sessions_placed_per_replica: list[int] = field(default_factory=list)
 

@@ -1,0 +1,228 @@
+"""Load control: live-context tracking, `token_load`'s deferral rule, and the callers that hold
+a request back (the routing core, the async `Router`, the simulator)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from test_router import FakeReplica, _request
+
+from uni_agent_core.config.inference import RouterConfig
+from uni_agent_core.router.build import router_over
+from uni_agent_core.router.core import RoutingCore
+from uni_agent_core.router.load_control import LiveContexts
+from uni_agent_core.router.policies import ReplicaLoad, RouteRequest, TokenLoad, make_policy
+from uni_agent_core.router.prefix_tree import PrefixTree
+from uni_agent_core.router.router import Router
+from uni_agent_core.router.sim import VLLM_H200, WORKLOADS, simulate
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_live_contexts_sum_the_latest_context_of_each_session() -> None:
+    clock = Clock()
+    live = LiveContexts(capacity=3, idle_s=100.0, clock=clock)
+    live.update("a", 1_000)
+    live.update("b", 500)
+    live.update("a", 1_200)  # a's context grew: replaced, not added
+    assert (live.total(), len(live)) == (1_700, 2)
+    live.end("b")
+    live.end("never-seen")
+    assert live.total() == 1_200
+    live.update("b", 10)
+    live.update("c", 20)
+    live.update("d", 30)  # over capacity: "a", the least recently updated, leaves
+    assert (live.total(), len(live)) == (60, 3)
+
+
+def test_a_session_idle_longer_than_idle_s_stops_counting() -> None:
+    clock = Clock()
+    live = LiveContexts(idle_s=100.0, clock=clock)
+    live.update("paused", 5_000)
+    clock.now = 60.0
+    live.update("busy", 1_000)
+    clock.now = 100.0
+    assert live.total() == 6_000  # exactly idle_s: still live
+    clock.now = 120.0
+    assert (live.total(), len(live)) == (1_000, 1)
+    with pytest.raises(ValueError, match="idle_s"):
+        LiveContexts(idle_s=0)
+    with pytest.raises(ValueError, match="capacity"):
+        LiveContexts(capacity=0)
+
+
+def _replicas(n: int, capacity: int | None) -> list[ReplicaLoad]:
+    return [
+        ReplicaLoad(index=i, name=f"r{i}", tree=PrefixTree(capacity), kv_capacity_tokens=capacity)
+        for i in range(n)
+    ]
+
+
+def test_token_load_defers_an_uncached_long_context_only_when_the_cluster_is_overcommitted() -> (
+    None
+):
+    policy = TokenLoad(defer_overcommit=0.9, defer_uncached_tokens=100)
+    replicas = _replicas(2, capacity=1_000)  # 2,000 KV tokens in all
+    context = list(range(500))
+    request = RouteRequest("r", context, 10, "s")
+    assert not policy.defer(request, replicas, live_context_tokens=1_800)  # not above 90%
+    assert policy.defer(request, replicas, live_context_tokens=1_801)
+    # Cached on one replica (all but 60 tokens): sent at once, it evicts little.
+    replicas[1].tree.insert(context[:440])
+    assert not policy.defer(request, replicas, live_context_tokens=5_000)
+    # A short prompt takes little KV: never held.
+    assert not policy.defer(RouteRequest("r", list(range(1_000, 1_090)), 10), replicas, 5_000)
+    # Unknown capacity, or load control off: never held.
+    assert not policy.defer(request, _replicas(2, capacity=None), live_context_tokens=10**9)
+    off = TokenLoad(defer_overcommit=0.0)
+    assert not off.defer(request, _replicas(2, capacity=1_000), live_context_tokens=10**9)
+    for name in ("round_robin", "least_requests", "sticky", "cache_aware"):
+        assert not make_policy(name).defer(request, _replicas(2, 1_000), 10**9)
+    with pytest.raises(ValueError, match="defer_overcommit"):
+        TokenLoad(defer_overcommit=-1)
+
+
+def _core(clock: Clock, **options: float) -> RoutingCore:
+    return RoutingCore(
+        make_policy("token_load", defer_uncached_tokens=100),
+        ["r0", "r1"],
+        kv_capacity_tokens=1_000,
+        clock=clock,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def test_the_core_tracks_live_contexts_and_holds_until_max_defer_s() -> None:
+    clock = Clock()
+    core = _core(clock, max_defer_s=60.0)
+    # Two sessions whose contexts fill the cluster: 2 x 950 tokens > 90% of 2,000.
+    for session, base in (("a", 0), ("b", 10_000)):
+        dispatch = core.route(
+            RouteRequest(f"{session}/0", list(range(base, base + 900)), 50, session)
+        )
+        assert core.live.total() in (950, 1_900)  # booked at prompt + expected decode
+        core.complete(dispatch, [1] * 50)
+    assert core.live.total() == 1_900
+    newcomer = RouteRequest("c/0", list(range(20_000, 20_400)), 10, "c")
+    assert core.should_defer(newcomer, waited_s=0.0)
+    assert core.should_defer(newcomer, waited_s=59.0)
+    assert not core.should_defer(newcomer, waited_s=60.0)  # waited long enough: sent anyway
+    assert (core.counters.deferrals, core.counters.defer_timeouts) == (2, 1)
+    # A session ends: the cluster has room again, and its placement is forgotten.
+    core.end_session("a")
+    assert core.live.total() == 950
+    assert core.placements.get("a") is None
+    assert not core.should_defer(newcomer)
+    assert core.counters.deferrals == 2
+
+
+def test_a_session_ended_while_its_request_runs_is_not_counted_again() -> None:
+    core = _core(Clock())
+    dispatch = core.route(RouteRequest("a/0", list(range(300)), 10, "a"))
+    core.end_session("a")
+    core.complete(dispatch, [1] * 10)
+    assert core.live.total() == 0
+
+
+def test_the_router_holds_a_request_until_a_session_ends() -> None:
+    replicas = [FakeReplica("a"), FakeReplica("b")]
+    router = Router(
+        replicas,
+        make_policy("token_load", defer_uncached_tokens=100),
+        kv_capacity_tokens=1_000,
+        defer_retry_s=0.02,
+        max_defer_s=30.0,
+    )
+
+    async def main() -> float:
+        await router.generate(_request("a", list(range(1_000)), "a/0"))
+        await router.generate(_request("b", list(range(5_000, 6_000)), "b/0"))
+        started = time.monotonic()
+        held = asyncio.ensure_future(
+            router.generate(_request("c", list(range(9_000, 9_400)), "c/0"))
+        )
+        await asyncio.sleep(0.1)
+        assert not held.done() and router.core.counters.deferrals >= 2
+        router.end_session("a")
+        await held
+        await router.close()
+        return time.monotonic() - started
+
+    waited = asyncio.run(main())
+    assert 0.1 <= waited < 5.0
+    assert sum(len(r.served) for r in replicas) == 3
+    assert router.core.counters.defer_timeouts == 0
+
+
+def test_the_router_sends_a_held_request_after_max_defer_s() -> None:
+    router = Router(
+        [FakeReplica("a"), FakeReplica("b")],
+        make_policy("token_load", defer_uncached_tokens=100),
+        kv_capacity_tokens=1_000,
+        defer_retry_s=0.01,
+        max_defer_s=0.05,
+    )
+
+    async def main() -> None:
+        await router.generate(_request("a", list(range(1_900)), "a/0"))
+        await router.generate(_request("c", list(range(9_000, 9_400)), "c/0"))
+        await router.close()
+
+    asyncio.run(main())
+    assert router.core.counters.defer_timeouts == 1
+    assert router.core.counters.deferrals >= 1
+
+
+def test_the_simulator_holds_requests_back_and_still_serves_each_once() -> None:
+    """A small cluster overcommitted by long agent contexts: load control holds requests back;
+    every request is still served exactly once."""
+    profile = VLLM_H200.with_capacity(40_000)
+    workload = WORKLOADS["swe"].with_max_turns(6)
+    held = simulate(
+        profile,
+        "token_load",
+        workload,
+        16,
+        replicas=2,
+        seed=3,
+        policy_options={"defer_uncached_tokens": 1_000},
+    )
+    free = simulate(
+        profile,
+        "token_load",
+        workload,
+        16,
+        replicas=2,
+        seed=3,
+        policy_options={"defer_overcommit": 0.0},
+    )
+    assert held.deferrals > 0 and free.deferrals == 0
+    assert held.requests == free.requests
+    assert held.output_tokens == free.output_tokens
+
+
+def test_the_recipe_sets_load_control() -> None:
+    config = RouterConfig(
+        defer_overcommit=0.5,
+        defer_uncached_tokens=2_048,
+        defer_retry_s=2.0,
+        max_defer_s=60.0,
+        session_idle_s=120.0,
+    )
+    router = router_over([FakeReplica("a"), FakeReplica("b")], config, ["a", "b"])
+    assert isinstance(router, Router)
+    policy = router.core.policy
+    assert isinstance(policy, TokenLoad)
+    assert (policy.defer_overcommit, policy.defer_uncached_tokens) == (0.5, 2_048)
+    core = router.core
+    assert (core.defer_retry_s, core.max_defer_s, core.live.idle_s) == (2.0, 60.0, 120.0)
+    with pytest.raises(ValueError):
+        RouterConfig(defer_retry_s=0)
