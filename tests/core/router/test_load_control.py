@@ -16,7 +16,7 @@ from uni_agent_core.router.load_control import LiveContexts
 from uni_agent_core.router.policies import ReplicaLoad, RouteRequest, TokenLoad, make_policy
 from uni_agent_core.router.prefix_tree import PrefixTree
 from uni_agent_core.router.router import Router
-from uni_agent_core.router.sim import VLLM_H200, WORKLOADS, simulate
+from uni_agent_core.router.sim import VLLM_H200, WORKLOADS, RunMetrics, simulate
 
 
 class Clock:
@@ -132,15 +132,20 @@ def test_a_session_ended_while_its_request_runs_is_not_counted_again() -> None:
     assert core.live.total() == 0
 
 
-def test_the_router_holds_a_request_until_a_session_ends() -> None:
-    replicas = [FakeReplica("a"), FakeReplica("b")]
-    router = Router(
+def _router(replicas: list[FakeReplica], *, retry_s: float, max_defer_s: float) -> Router:
+    """Two 1,000-token replicas; prompts with over 100 tokens cached nowhere can be held."""
+    return Router(
         replicas,
         make_policy("token_load", defer_uncached_tokens=100),
         kv_capacity_tokens=1_000,
-        defer_retry_s=0.02,
-        max_defer_s=30.0,
+        defer_retry_s=retry_s,
+        max_defer_s=max_defer_s,
     )
+
+
+def test_the_router_holds_a_request_until_a_session_ends() -> None:
+    replicas = [FakeReplica("a"), FakeReplica("b")]
+    router = _router(replicas, retry_s=0.02, max_defer_s=30.0)
 
     async def main() -> float:
         await router.generate(_request("a", list(range(1_000)), "a/0"))
@@ -163,13 +168,7 @@ def test_the_router_holds_a_request_until_a_session_ends() -> None:
 
 
 def test_the_router_sends_a_held_request_after_max_defer_s() -> None:
-    router = Router(
-        [FakeReplica("a"), FakeReplica("b")],
-        make_policy("token_load", defer_uncached_tokens=100),
-        kv_capacity_tokens=1_000,
-        defer_retry_s=0.01,
-        max_defer_s=0.05,
-    )
+    router = _router([FakeReplica("a"), FakeReplica("b")], retry_s=0.01, max_defer_s=0.05)
 
     async def main() -> None:
         await router.generate(_request("a", list(range(1_900)), "a/0"))
@@ -186,24 +185,13 @@ def test_the_simulator_holds_requests_back_and_still_serves_each_once() -> None:
     every request is still served exactly once."""
     profile = VLLM_H200.with_capacity(40_000)
     workload = WORKLOADS["swe"].with_max_turns(6)
-    held = simulate(
-        profile,
-        "token_load",
-        workload,
-        16,
-        replicas=2,
-        seed=3,
-        policy_options={"defer_uncached_tokens": 1_000},
-    )
-    free = simulate(
-        profile,
-        "token_load",
-        workload,
-        16,
-        replicas=2,
-        seed=3,
-        policy_options={"defer_overcommit": 0.0},
-    )
+
+    def run(**options: float) -> RunMetrics:
+        return simulate(
+            profile, "token_load", workload, 16, replicas=2, seed=3, policy_options=options
+        )
+
+    held, free = run(defer_uncached_tokens=1_000), run(defer_overcommit=0.0)
     assert held.deferrals > 0 and free.deferrals == 0
     assert held.requests == free.requests
     assert held.output_tokens == free.output_tokens
