@@ -155,10 +155,12 @@ class RouterConfig(ConfigModel):
     defer_retry_s: float = Field(default=15.0, gt=0)
     """A held request asks again after this many seconds..."""
     max_defer_s: float = Field(default=300.0, ge=0)
-    """...and is sent whatever the pressure once it has waited this long (0: never held)."""
-    session_idle_s: float = Field(default=900.0, gt=0)
-    """A session the router has not served for this long stops counting as live (the gateway
-    ends its sessions explicitly; this covers callers that never do)."""
+    """...and is sent whatever the pressure once it has waited this long (0: never held). Keep it
+    well below the request timeout of the harnesses that call the gateway."""
+    working_set_s: float = Field(default=60.0, gt=0)
+    """Load control's working-set window: a session counts toward the live contexts while its
+    last request started or ended within this many seconds (one in a longer tool pause does
+    not; an ended one leaves at once)."""
     max_tracked_sessions: int = Field(default=DEFAULT_MAX_TRACKED_SESSIONS, ge=1)
     """Sessions whose last replica (`sticky` and `token_load` affinity) and context size (load
     control) the router remembers, least recently routed forgotten first, so a long run's

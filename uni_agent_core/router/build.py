@@ -45,7 +45,7 @@ def router_over(
         max_tracked_sessions=config.max_tracked_sessions,
         defer_retry_s=config.defer_retry_s,
         max_defer_s=config.max_defer_s,
-        session_idle_s=config.session_idle_s,
+        working_set_s=config.working_set_s,
     )
 
 

@@ -107,7 +107,7 @@ class RoutingCore:
         max_tracked_sessions: int = DEFAULT_MAX_TRACKED_SESSIONS,
         defer_retry_s: float = 15.0,
         max_defer_s: float = 300.0,
-        session_idle_s: float = 900.0,
+        working_set_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not names:
@@ -129,7 +129,7 @@ class RoutingCore:
         self.unhealthy_after_failures = unhealthy_after_failures
         self._decode_estimate = float(decode_estimate_tokens)
         self.placements = SessionPlacements(max_tracked_sessions)
-        self.live = LiveContexts(max_tracked_sessions, idle_s=session_idle_s, clock=clock)
+        self.live = LiveContexts(max_tracked_sessions, window_s=working_set_s, clock=clock)
         if defer_retry_s <= 0 or max_defer_s < 0:
             raise ValueError("defer_retry_s must be positive and max_defer_s >= 0")
         self.defer_retry_s = defer_retry_s

@@ -72,7 +72,7 @@ class Router:
         max_tracked_sessions: int = DEFAULT_MAX_TRACKED_SESSIONS,
         defer_retry_s: float = 15.0,
         max_defer_s: float = 300.0,
-        session_idle_s: float = 900.0,
+        working_set_s: float = 60.0,
     ) -> None:
         if not engines:
             raise ValueError("a router needs at least one engine replica")
@@ -85,7 +85,7 @@ class Router:
             max_tracked_sessions=max_tracked_sessions,
             defer_retry_s=defer_retry_s,
             max_defer_s=max_defer_s,
-            session_idle_s=session_idle_s,
+            working_set_s=working_set_s,
         )
         self._shared_capacity = kv_capacity_tokens if isinstance(kv_capacity_tokens, int) else None
         """A capacity given for every replica also applies to lendable ones added later."""

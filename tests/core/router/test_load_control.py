@@ -29,7 +29,7 @@ class Clock:
 
 def test_live_contexts_sum_the_latest_context_of_each_session() -> None:
     clock = Clock()
-    live = LiveContexts(capacity=3, idle_s=100.0, clock=clock)
+    live = LiveContexts(capacity=3, window_s=100.0, clock=clock)
     live.update("a", 1_000)
     live.update("b", 500)
     live.update("a", 1_200)  # a's context grew: replaced, not added
@@ -45,16 +45,16 @@ def test_live_contexts_sum_the_latest_context_of_each_session() -> None:
 
 def test_a_session_idle_longer_than_idle_s_stops_counting() -> None:
     clock = Clock()
-    live = LiveContexts(idle_s=100.0, clock=clock)
+    live = LiveContexts(window_s=100.0, clock=clock)
     live.update("paused", 5_000)
     clock.now = 60.0
     live.update("busy", 1_000)
     clock.now = 100.0
-    assert live.total() == 6_000  # exactly idle_s: still live
+    assert live.total() == 6_000  # exactly window_s: still in the working set
     clock.now = 120.0
     assert (live.total(), len(live)) == (1_000, 1)
-    with pytest.raises(ValueError, match="idle_s"):
-        LiveContexts(idle_s=0)
+    with pytest.raises(ValueError, match="window_s"):
+        LiveContexts(window_s=0)
     with pytest.raises(ValueError, match="capacity"):
         LiveContexts(capacity=0)
 
@@ -203,7 +203,7 @@ def test_the_recipe_sets_load_control() -> None:
         defer_uncached_tokens=2_048,
         defer_retry_s=2.0,
         max_defer_s=60.0,
-        session_idle_s=120.0,
+        working_set_s=120.0,
     )
     router = router_over([FakeReplica("a"), FakeReplica("b")], config, ["a", "b"])
     assert isinstance(router, Router)
@@ -211,6 +211,6 @@ def test_the_recipe_sets_load_control() -> None:
     assert isinstance(policy, TokenLoad)
     assert (policy.defer_overcommit, policy.defer_uncached_tokens) == (0.5, 2_048)
     core = router.core
-    assert (core.defer_retry_s, core.max_defer_s, core.live.idle_s) == (2.0, 60.0, 120.0)
+    assert (core.defer_retry_s, core.max_defer_s, core.live.window_s) == (2.0, 60.0, 120.0)
     with pytest.raises(ValueError):
         RouterConfig(defer_retry_s=0)
