@@ -11,9 +11,8 @@ probes every replica every `health_check_interval_s` (a one-token generation, sk
 engine is paused for a weight update), re-admits a recovered one, and reconciles the router's
 residency model with what each engine reports in `stats()` (remote servers are first asked for
 their KV capacity and free KV memory; a replica whose capacity the recipe left open is sized by
-what it reports). Weight
-updates, pause and resume go to every replica; a weight update clears the residency model (KV
-computed by old weights is never reused).
+what it reports). Weight updates, pause and resume go to every replica; a weight update clears
+the residency model (KV computed by old weights is never reused).
 
 Role switching: `add_lendable` registers a replica that stays out of the pool (parked) until
 `lend` and is never probed; `reclaim` parks it again and waits for its in-flight requests to
