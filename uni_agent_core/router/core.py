@@ -150,6 +150,8 @@ class RoutingCore:
         control (`Policy.defer`, over the healthy replicas and the live sessions' contexts),
         until it has waited `max_defer_s`. Counts each decision to hold, and each request sent
         because its wait ran out while the policy still held it."""
+        if not self.max_defer_s:
+            return False
         candidates = self.healthy()
         if not candidates or not self.policy.defer(request, candidates, self.live.total()):
             return False
@@ -160,7 +162,8 @@ class RoutingCore:
         return True
 
     def end_session(self, session_id: str) -> None:
-        """The session is over: its context no longer counts as live, its placement is dropped."""
+        """The session is over: its context no longer counts as live (nor will a later request
+        of it: a retry, or one held back), its placement is dropped."""
         self.live.end(session_id)
         self.placements.forget(session_id)
 
@@ -179,6 +182,8 @@ class RoutingCore:
                 f"({len(self.healthy())} healthy of {len(self.replicas)}, {len(exclude)} tried)"
             )
         session = request.session_id or None
+        if session is not None and self.live.ended(session):
+            session = None  # a retry or late request of an ended session: nothing to remember
         previous = None if session is None else self.placements.get(session)
         request = replace(
             request, prompt_ids=as_int32(request.prompt_ids), previous_replica=previous
@@ -194,7 +199,7 @@ class RoutingCore:
         replica.tree.pin(request.prompt_ids)
         if session is not None:
             self._place(session, previous, replica)
-            self.live.update(session, kv)
+            self.live.start(session, kv)
         self.counters.dispatched += 1
         self.counters.prompt_tokens += len(request.prompt_ids)
         self.counters.expected_cached_tokens += cached
@@ -210,12 +215,16 @@ class RoutingCore:
                 self.counters.session_moves += 1
         self.placements.place(session, replica.index)
 
-    def _release(self, dispatch: Dispatch) -> None:
+    def _release(self, dispatch: Dispatch, context_tokens: int | None = None) -> None:
+        """Undo the booking; the session's live context becomes `context_tokens` (completed) or
+        stays as it was (None: failed or cancelled)."""
         replica = dispatch.replica
         replica.in_flight -= 1
         replica.queued_tokens -= dispatch.work_tokens
         replica.active_kv_tokens -= dispatch.kv_tokens
         dispatch.tree.unpin(dispatch.request.prompt_ids)
+        if dispatch.request.session_id:
+            self.live.finish(dispatch.request.session_id, context_tokens)
 
     def complete(
         self, dispatch: Dispatch, output_ids: Sequence[int], *, cached_tokens: int = 0
@@ -228,15 +237,12 @@ class RoutingCore:
         """
         resident = array("i", dispatch.request.prompt_ids)
         resident.extend(as_int32(output_ids))
-        self._release(dispatch)
+        self._release(dispatch, len(resident))
         self.counters.completed_prompt_tokens += len(dispatch.request.prompt_ids)
         self.counters.completed_cached_tokens += cached_tokens
         self.counters.completed_expected_cached_tokens += dispatch.cached_tokens
         replica = dispatch.replica
         replica.consecutive_failures = 0
-        session = dispatch.request.session_id
-        if session and session in self.live:  # not ended while this request ran
-            self.live.update(session, len(resident))
         if dispatch.tree is replica.tree:  # else new weights came: the old KV is not reusable
             replica.tree.insert(resident)
         self._decode_estimate += 0.1 * (len(output_ids) - self._decode_estimate)
@@ -350,7 +356,10 @@ class RoutingCore:
     def invalidate_caches(self) -> None:
         """New weights: no replica's cached KV is reusable (it was computed by old weights).
 
-        Each replica gets a fresh tree; in-flight dispatches unpin the old one harmlessly.
+        Each replica gets a fresh tree; in-flight dispatches unpin the old one harmlessly. The
+        live contexts start again from nothing: none of them is cached any more, and load
+        control must not hold every request back for it.
         """
         for replica in self.replicas:
             replica.tree = PrefixTree(replica.kv_capacity_tokens)
+        self.live.clear()

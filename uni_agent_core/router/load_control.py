@@ -10,19 +10,15 @@ suspends processes until the rest fit. A router can do the same for KV: hold suc
 for a while, so the sessions whose caches are still resident finish without being evicted.
 
 `LiveContexts` is the demand side of that decision, the sessions' working set in Denning's
-sense: the context size (prompt plus output of the last request) of every session whose last
-request started or ended within the past `window_s` seconds. A session in a longer tool pause
-leaves it (LRU evicts its cache first anyway, so holding others back would not save it); one
-that ends leaves at once (`RoutingCore.end_session`: the gateway calls it when a session is
-finalized, deleted or expires). The table is bounded like `SessionPlacements`. The decision
+sense: the context size (prompt plus output of the last request) of every session with a request
+in flight or one that started or ended within the past `window_s` seconds. A session in a longer
+tool pause leaves it (LRU evicts its cache first anyway, so holding others back would not save
+it); one that ends leaves at once and is not counted again (`RoutingCore.end_session`: the
+gateway calls it when a session is finalized, deleted or expires); a weight update empties it
+(no cached context survives one). The table is bounded like `SessionPlacements`. The decision
 itself is the policy's (`TokenLoad.defer`), and the caller (the async `Router`, or the
 simulator) retries a held request every `defer_retry_s` until the policy lets it go or it has
 waited `max_defer_s`.
-
-The window was chosen in the simulator (`bench/router.py`, 512 sessions on 8 replicas): with 60 s
-rather than 900 s, `mixed` kept its hit rate (seed 0: 93.25% against 93.3%; seed 4: 92.5% against
-92.7%) and gained throughput (2220 against 2009 tokens/s at seed 0), since fewer requests are held
-for sessions that are not coming back soon.
 """
 
 from __future__ import annotations
@@ -34,12 +30,21 @@ from collections.abc import Callable
 from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
 
 
+class _Session:
+    __slots__ = ("in_flight", "stamp", "tokens")
+
+    def __init__(self, tokens: int, stamp: float, in_flight: int) -> None:
+        self.tokens, self.stamp, self.in_flight = tokens, stamp, in_flight
+
+
 class LiveContexts:
     """session id -> context tokens, with their total; ended, idle and excess sessions leave.
 
     Args:
-        capacity: sessions tracked at most (the least recently updated is dropped first).
-        window_s: the working-set window: a session not updated for this long no longer counts.
+        capacity: sessions tracked at most, and ended ones remembered at most (the least
+            recently updated is dropped first).
+        window_s: the working-set window: a session with no request in flight that has not
+            started or finished one for this long no longer counts.
         clock: seconds, monotone (the simulator passes its own).
     """
 
@@ -57,37 +62,76 @@ class LiveContexts:
         self.capacity = capacity
         self.window_s = window_s
         self.clock = clock
-        self._sessions: OrderedDict[str, tuple[int, float]] = OrderedDict()
-        """session id -> (context tokens, last update), least recently updated first."""
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        """Least recently stamped first."""
+        self._ended: OrderedDict[str, None] = OrderedDict()
         self._total = 0
 
-    def update(self, session_id: str, context_tokens: int) -> None:
-        """The session's context is now `context_tokens` long."""
-        self.end(session_id)
-        self._sessions[session_id] = (context_tokens, self.clock())
-        self._total += context_tokens
-        if len(self._sessions) > self.capacity:
-            _, (tokens, _) = self._sessions.popitem(last=False)
-            self._total -= tokens
+    def start(self, session_id: str, context_tokens: int) -> None:
+        """A request of the session was dispatched; with its expected output, its context is
+        `context_tokens`. Ignored for an ended session."""
+        if session_id in self._ended:
+            return
+        entry = self._sessions.pop(session_id, None)
+        in_flight = 1
+        if entry is not None:
+            self._total -= entry.tokens
+            in_flight += entry.in_flight
+        self._put(session_id, _Session(context_tokens, self.clock(), in_flight))
+
+    def finish(self, session_id: str, context_tokens: int | None) -> None:
+        """A request of the session ended: completed, its context is now `context_tokens`;
+        failed or cancelled (None), it is unchanged. Ignored for a session no longer tracked."""
+        entry = self._sessions.pop(session_id, None)
+        if entry is None:
+            return
+        self._total -= entry.tokens
+        tokens = entry.tokens if context_tokens is None else context_tokens
+        self._put(session_id, _Session(tokens, self.clock(), max(0, entry.in_flight - 1)))
 
     def end(self, session_id: str) -> None:
-        """The session is over (unknown ids are ignored)."""
+        """The session is over: it leaves now, and later requests of it are not counted."""
         entry = self._sessions.pop(session_id, None)
         if entry is not None:
-            self._total -= entry[0]
+            self._total -= entry.tokens
+        self._ended[session_id] = None
+        self._ended.move_to_end(session_id)
+        if len(self._ended) > self.capacity:
+            self._ended.popitem(last=False)
+
+    def ended(self, session_id: str) -> bool:
+        """Whether the session was ended (as far as the bounded memory of ended ones goes)."""
+        return session_id in self._ended
+
+    def clear(self) -> None:
+        """Forget every session's context (new weights: none of it is cached any more)."""
+        self._sessions.clear()
+        self._total = 0
 
     def total(self) -> int:
         """Context tokens of the sessions in the working set (those idle longer than `window_s`
-        are dropped first)."""
-        horizon = self.clock() - self.window_s
+        with nothing in flight are dropped first; one still in flight is active now)."""
+        now = self.clock()
+        horizon = now - self.window_s
         sessions = self._sessions
         while sessions:
-            session_id, (tokens, updated) = next(iter(sessions.items()))
-            if updated >= horizon:
+            session_id, entry = next(iter(sessions.items()))
+            if entry.stamp >= horizon:
                 break
+            if entry.in_flight:
+                entry.stamp = now
+                sessions.move_to_end(session_id)
+                continue
             del sessions[session_id]
-            self._total -= tokens
+            self._total -= entry.tokens
         return self._total
+
+    def _put(self, session_id: str, entry: _Session) -> None:
+        self._sessions[session_id] = entry
+        self._total += entry.tokens
+        if len(self._sessions) > self.capacity:
+            _, dropped = self._sessions.popitem(last=False)
+            self._total -= dropped.tokens
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._sessions

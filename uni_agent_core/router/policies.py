@@ -324,8 +324,9 @@ class TokenLoad(_Defaults):
         """Hold the request back while the live sessions' contexts exceed `defer_overcommit`
         of the replicas' KV capacity and more than `defer_uncached_tokens` of its prompt is
         cached on no replica: prefilled now, its KV would evict other sessions' caches. Never
-        when a replica's capacity is unknown, or `defer_overcommit` is 0."""
-        if not self.defer_overcommit:
+        when a replica's capacity is unknown, `defer_overcommit` is 0, or no replica has work
+        in flight (waiting would free nothing)."""
+        if not self.defer_overcommit or not any(replica.in_flight for replica in replicas):
             return False
         capacities = [replica.kv_capacity_tokens for replica in replicas]
         if not all(capacities):

@@ -123,6 +123,8 @@ class Router:
         held_since = time.monotonic()
         while self.core.should_defer(route, time.monotonic() - held_since):
             await asyncio.sleep(self.core.defer_retry_s)
+            if self._closed:
+                raise EngineClosedError("the router was closed while the request was held")
         tried: list[int] = []
         last_error: BaseException | None = None
         while True:

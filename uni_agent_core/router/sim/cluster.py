@@ -245,6 +245,7 @@ class ClusterSim:
             preemptions=sum(s.preemptions for s in stats),
             kv_demand=self.peak_demand / total_capacity if total_capacity else 0.0,
             deferrals=self.core.counters.deferrals,
+            defer_timeouts=self.core.counters.defer_timeouts,
             busy_s=busy,
             sessions_placed_per_replica=[r.sessions_placed for r in self.core.replicas],
         )

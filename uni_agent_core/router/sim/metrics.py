@@ -65,6 +65,8 @@ class RunMetrics:
     kv_demand: float
     deferrals: int = 0
     """Times load control held a request back (`RoutingCore.should_defer`)."""
+    defer_timeouts: int = 0
+    """Requests sent after `max_defer_s` although load control still held them."""
     busy_s: list[float] = field(default_factory=list)
     sessions_placed_per_replica: list[int] = field(default_factory=list)
 
