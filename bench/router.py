@@ -18,10 +18,10 @@ sessions' tool pauses, which no routing changes), prompt tokens computed (prefil
 prefix-cache hit rate, p50/p99 request latency (arrival to last token, time held back by load
 control included), makespan, load imbalance (max/mean replica busy time), tokens evicted from the
 caches, preemptions, and how often load control held a request back (`token_load` only,
-`router/load_control.py`); each also as a
-ratio to `least_requests` on the same workload and load in this run. The same seed gives the same
-table. Targets checked at the highest load: `token_load` throughput >= 1.3x `least_requests` and
->= 1.1x `cache_aware`, cache hit rate >= 93%, p99 latency no worse than `cache_aware`.
+`router/load_control.py`); each also as a ratio to `least_requests` on the same workload and load
+in this run. The same seed gives the same table. Targets checked at the highest load:
+`token_load` throughput >= 1.3x `least_requests` and >= 1.1x `cache_aware`, cache hit rate >= 93%,
+p99 latency no worse than `cache_aware`.
 
 `--quick`: 2 replicas, 1/2/4 sessions per replica, sessions cut to 3 turns (a smoke test).
 """

@@ -47,6 +47,16 @@ DEFER_UNCACHED_TOKENS = 16_384
 """...and only those with more than this many prompt tokens cached on no replica: a short new
 prompt takes little KV; a long context prefilled from scratch evicts other sessions' caches."""
 
+DEFER_RETRY_S = 15.0
+"""Seconds a request held back by load control waits before it is considered again."""
+
+MAX_DEFER_S = 300.0
+"""Seconds after which a held request is sent whatever the pressure."""
+
+WORKING_SET_S = 60.0
+"""Load control's working-set window: a session counts toward the live contexts while it has a
+request in flight or one started or ended within this many seconds."""
+
 DEFAULT_MAX_TRACKED_SESSIONS = 65_536
 """Sessions whose last replica a router remembers by default: far above the live sessions of a
 rollout batch (hundreds to a few thousand); about 13 MB when full (~200 bytes per session, its
@@ -152,15 +162,15 @@ class RouterConfig(ConfigModel):
     known KV capacities (configured or reported)."""
     defer_uncached_tokens: int = Field(default=DEFER_UNCACHED_TOKENS, ge=0)
     """See `defer_overcommit`."""
-    defer_retry_s: float = Field(default=15.0, gt=0)
+    defer_retry_s: float = Field(default=DEFER_RETRY_S, gt=0)
     """A held request asks again after this many seconds..."""
-    max_defer_s: float = Field(default=300.0, ge=0)
+    max_defer_s: float = Field(default=MAX_DEFER_S, ge=0)
     """...and is sent whatever the pressure once it has waited this long (0: never held). Keep it
     well below the request timeout of the harnesses that call the gateway."""
-    working_set_s: float = Field(default=60.0, gt=0)
-    """Load control's working-set window: a session counts toward the live contexts while its
-    last request started or ended within this many seconds (one in a longer tool pause does
-    not; an ended one leaves at once)."""
+    working_set_s: float = Field(default=WORKING_SET_S, gt=0)
+    """Load control's working-set window: a session counts toward the live contexts while it has
+    a request in flight or one started or ended within this many seconds (one in a longer tool
+    pause does not; an ended one leaves at once)."""
     max_tracked_sessions: int = Field(default=DEFAULT_MAX_TRACKED_SESSIONS, ge=1)
     """Sessions whose last replica (`sticky` and `token_load` affinity) and context size (load
     control) the router remembers, least recently routed forgotten first, so a long run's

@@ -41,9 +41,6 @@ class SessionPlacements:
         """The session is over (unknown ids are ignored)."""
         self._replica.pop(session_id, None)
 
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self._replica
-
     def forget_replica(self, index: int) -> int:
         """Replica `index` left the pool: its sessions are placed afresh on their next request.
         Returns how many were forgotten."""

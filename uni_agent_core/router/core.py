@@ -25,7 +25,12 @@ from array import array
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
-from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
+from uni_agent_core.config.inference import (
+    DEFAULT_MAX_TRACKED_SESSIONS,
+    DEFER_RETRY_S,
+    MAX_DEFER_S,
+    WORKING_SET_S,
+)
 from uni_agent_core.router.affinity import SessionPlacements
 from uni_agent_core.router.load_control import LiveContexts
 from uni_agent_core.router.policies import Policy, ReplicaLoad, RouteRequest
@@ -105,9 +110,9 @@ class RoutingCore:
         unhealthy_after_failures: int = 3,
         decode_estimate_tokens: int = 256,
         max_tracked_sessions: int = DEFAULT_MAX_TRACKED_SESSIONS,
-        defer_retry_s: float = 15.0,
-        max_defer_s: float = 300.0,
-        working_set_s: float = 60.0,
+        defer_retry_s: float = DEFER_RETRY_S,
+        max_defer_s: float = MAX_DEFER_S,
+        working_set_s: float = WORKING_SET_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not names:

@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
+from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS, WORKING_SET_S
 
 
 class _Session:
@@ -52,7 +52,7 @@ class LiveContexts:
         self,
         capacity: int = DEFAULT_MAX_TRACKED_SESSIONS,
         *,
-        window_s: float = 60.0,
+        window_s: float = WORKING_SET_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if capacity < 1:

@@ -28,7 +28,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from uni_agent_core.config.inference import DEFAULT_MAX_TRACKED_SESSIONS
+from uni_agent_core.config.inference import (
+    DEFAULT_MAX_TRACKED_SESSIONS,
+    DEFER_RETRY_S,
+    MAX_DEFER_S,
+    WORKING_SET_S,
+)
 from uni_agent_core.inference.types import (
     Engine,
     EngineClosedError,
@@ -69,9 +74,9 @@ class Router:
         probe_prompt_ids: Sequence[int] = (0,),
         invalidate_on_update: bool = True,
         max_tracked_sessions: int = DEFAULT_MAX_TRACKED_SESSIONS,
-        defer_retry_s: float = 15.0,
-        max_defer_s: float = 300.0,
-        working_set_s: float = 60.0,
+        defer_retry_s: float = DEFER_RETRY_S,
+        max_defer_s: float = MAX_DEFER_S,
+        working_set_s: float = WORKING_SET_S,
     ) -> None:
         if not engines:
             raise ValueError("a router needs at least one engine replica")
