@@ -2,7 +2,7 @@
 
     python bench/router.py [--profile vllm_h200|hf_cpu_tiny] [--calibrate] [--loads 16 32 64]
                            [--workloads swe mixed] [--policies ...] [--replicas 8] [--seed 0]
-                           [--jobs 2] [--quick] [--json OUT]
+                           [--jobs 2] [--quick] [--headroom] [--json OUT]
 
 Each cell is one rollout batch simulated by `uni_agent_core.router.sim`: `load x replicas` agent
 sessions (GRPO groups of 8) start together; every request is routed by the production
@@ -22,6 +22,12 @@ caches, preemptions, and how often load control held a request back (`token_load
 in this run. The same seed gives the same table. Targets checked at the highest load:
 `token_load` throughput >= 1.3x `least_requests` and >= 1.1x `cache_aware`, cache hit rate >= 93%,
 p99 latency no worse than `cache_aware`.
+
+`--headroom` adds, per workload at the highest load, how much routing could still gain
+(`router/sim/bounds.py`): the batch's makespan floor (its slowest session alone on an idle replica
+with its history cached) and `token_load` and `cache_aware` simulated again with prefill costing
+nothing (a perfect cache hit rate for their placement), next to the measured makespans. Every
+policy serves the same output tokens, so these are throughput ratios too (four more simulations).
 
 `--quick`: 2 replicas, 1/2/4 sessions per replica, sessions cut to 3 turns (a smoke test).
 """
@@ -45,8 +51,11 @@ from uni_agent_core.router.sim import (
     calibrate_hf_engine,
     simulate,
 )
+from uni_agent_core.router.sim.bounds import makespan_floor, with_free_prefill
 
 BASELINE = "least_requests"
+HEADROOM_POLICIES = ("token_load", "cache_aware")
+"""Policies `--headroom` simulates again with prefill costing nothing."""
 COLUMNS = (
     # (header, metric, format)
     ("tok/s", "throughput_tok_s", "{:.0f}"),
@@ -128,6 +137,66 @@ def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def headroom(
+    rows: list[dict[str, Any]],
+    free: list[dict[str, Any]],
+    profile: ReplicaProfile,
+    seed: int,
+    max_turns: int | None,
+) -> list[dict[str, Any]]:
+    """Per workload at its highest load: the makespan floor, the measured makespans of the
+    `HEADROOM_POLICIES` and theirs with prefill free (see `router/sim/bounds.py`)."""
+    out = []
+    for workload in dict.fromkeys(r["workload"] for r in free):
+        top = max(r["sessions"] for r in free if r["workload"] == workload)
+        wl = (
+            WORKLOADS[workload]
+            if max_turns is None
+            else WORKLOADS[workload].with_max_turns(max_turns)
+        )
+        floor = makespan_floor(profile, wl, top, seed)
+        entry: dict[str, Any] = {
+            "workload": workload,
+            "sessions": top,
+            "floor_s": floor.makespan_s,
+            "floor_session": floor.session_id,
+            "floor_pauses_s": floor.pauses_s,
+            "floor_serving_s": floor.serving_s,
+        }
+        for kind, source in (("measured", rows), ("free_prefill", free)):
+            for r in source:
+                if r["workload"] == workload and r["sessions"] == top:
+                    entry[f"{r['policy']}_{kind}_s"] = r["makespan_s"]
+        out.append(entry)
+    return out
+
+
+def print_headroom(entries: list[dict[str, Any]]) -> None:
+    """The `--headroom` lines: makespans, and `token_load`'s best throughput vs `cache_aware`."""
+    print(
+        "headroom at the highest load (every policy serves the same output tokens, so "
+        "throughput ratios are inverse makespan ratios):"
+    )
+    for e in entries:
+        print(
+            f"  {e['workload']} @ {e['sessions']} sessions: makespan floor {e['floor_s']:.0f} s "
+            f"({e['floor_session']} alone: {e['floor_pauses_s']:.0f} s of tool pauses + "
+            f"{e['floor_serving_s']:.0f} s served)"
+        )
+        for kind, label in (("measured", "measured"), ("free_prefill", "with prefill free")):
+            spans = ", ".join(
+                f"{p} {e[f'{p}_{kind}_s']:.0f} s" for p in HEADROOM_POLICIES if f"{p}_{kind}_s" in e
+            )
+            print(f"    makespan {label}: {spans}")
+        ca = e.get("cache_aware_measured_s")
+        tl, tl_free = e.get("token_load_measured_s"), e.get("token_load_free_prefill_s")
+        if ca and tl and tl_free:
+            print(
+                f"    token_load throughput vs cache_aware: measured {ca / tl:.2f}x, "
+                f"with prefill free {ca / tl_free:.2f}x, at the floor {ca / e['floor_s']:.2f}x"
+            )
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
     """One line per (workload, load, policy); figures with their ratio to least_requests."""
     headers = ["workload", "sessions", "policy", *(h for h, _, _ in COLUMNS)]
@@ -168,6 +237,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2, help="simulations run in parallel")
     parser.add_argument("--quick", action="store_true", help="tiny smoke-test grid")
+    parser.add_argument(
+        "--headroom", action="store_true", help="also bound what routing could still gain"
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     max_turns = None
@@ -188,6 +260,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for load in sorted(args.loads)
         for policy in policies
     ]
+    grid = len(tasks)
+    if args.headroom:
+        free_profile = with_free_prefill(profile)
+        top = max(args.loads) * args.replicas
+        tasks += [
+            (free_profile, workload, policy, top, args.replicas, args.seed, max_turns)
+            for workload in args.workloads
+            for policy in HEADROOM_POLICIES
+            if policy in policies
+        ]
     started = time.perf_counter()
     # The largest batches first, so parallel workers finish together; results keep task order.
     order = sorted(range(len(tasks)), key=lambda i: -tasks[i][3])
@@ -199,7 +281,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         for i in order:
             results[i] = _run(tasks[i])
-    rows = [r for r in results if r is not None]
+    done = [r for r in results if r is not None]
+    rows, free = done[:grid], done[grid:]
+    entries = headroom(rows, free, profile, args.seed, max_turns) if args.headroom else []
     wall = time.perf_counter() - started
     add_ratios(rows)
     targets = check_targets(rows)
@@ -228,7 +312,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"target {t['workload']} @ {t['sessions']} sessions: token_load {t['target']}: "
             f"{value} -> {status}"
         )
-    print(f"\n{len(rows)} simulations in {wall:.0f} s ({args.jobs} parallel)")
+    if entries:
+        print()
+        print_headroom(entries)
+    print(f"\n{len(done)} simulations in {wall:.0f} s ({args.jobs} parallel)")
     result = {
         "profile": profile.__dict__,
         "replicas": args.replicas,
@@ -237,6 +324,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "baseline": BASELINE,
         "runs": rows,
         "targets": targets,
+        "headroom": entries,
         "wall_s": wall,
     }
     if args.json:

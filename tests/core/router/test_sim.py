@@ -175,9 +175,10 @@ def test_bench_quick_writes_the_table(tmp_path, capsys) -> None:
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "router.json"
-    bench.main(["--quick", "--json", str(out)])
+    bench.main(["--quick", "--headroom", "--json", str(out)])
     data = json.loads(out.read_text())
-    assert {"profile", "replicas", "loads", "seed", "runs", "targets", "wall_s"} <= set(data)
+    keys = {"profile", "replicas", "loads", "seed", "runs", "targets", "headroom", "wall_s"}
+    assert keys <= set(data)
     assert len(data["runs"]) == 5 * 2 * 3
     columns = [metric for _, metric, _ in bench.COLUMNS]
     for run in data["runs"]:
@@ -185,4 +186,13 @@ def test_bench_quick_writes_the_table(tmp_path, capsys) -> None:
         if run["policy"] == "least_requests":
             assert all(r in (1.0, None) for r in run["ratios"].values())
     assert {t["workload"] for t in data["targets"]} == {"swe", "mixed"}
-    assert "token_load" in capsys.readouterr().out
+    assert [e["workload"] for e in data["headroom"]] == ["swe", "mixed"]
+    for entry in data["headroom"]:
+        assert entry["sessions"] == 8
+        for policy in ("token_load", "cache_aware"):
+            measured = entry[f"{policy}_measured_s"]
+            assert entry["floor_s"] <= measured  # the floor prices prefill as the runs do
+            assert entry[f"{policy}_free_prefill_s"] <= measured
+    out_text = capsys.readouterr().out
+    assert "token_load" in out_text
+    assert "token_load throughput vs cache_aware: measured" in out_text
