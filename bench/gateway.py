@@ -18,7 +18,12 @@ Figures, all measured in this run (this machine is noisy; compare ratios, not ab
    clients are `httpx.AsyncClient`s in this process speaking OpenAI Chat Completions JSON).
    Server CPU comes from `/proc/<pid>/stat` utime+stime deltas over whole phases; a single
    turn is shorter than stat's 10 ms tick, so per-turn figures (1-session and long-session
-   rows) sum the server's per-thread `/proc/<pid>/task/*/schedstat` (ns) around each request;
+   rows) sum the server's per-thread `/proc/<pid>/task/*/schedstat` (ns) around each request.
+   Next to it, the floor of that HTTP figure, measured the same way on `bench/_gateway_floor.py`
+   (the gateway's stack, uvicorn + ASGI + orjson, doing only what any gateway on it must: parse
+   the body and answer a fixed completion; then also encoding the turn's new messages with the
+   gateway's `ChatCodec`). The gateway's figure less the second floor is what its own logic
+   costs (session and chain bookkeeping, request and response models, tool-call parsing);
 3. turns/s of one gateway process at 100 and 1000 concurrent sessions (each session a coroutine
    doing its turns one after another; stops starting turns after `--phase-timeout` s). Client
    and server share this machine's cores, so the server's CPU share and its turns per
@@ -92,6 +97,7 @@ SYSTEM = (
 USER = "The test tests/test_parser.py::test_nested fails. Find the bug and fix it."
 TOOLS = [SHELL_TOOL]
 SERVER_SCRIPT = Path(__file__).with_name("_gateway_server.py")
+FLOOR_SCRIPT = Path(__file__).with_name("_gateway_floor.py")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -160,6 +166,11 @@ class PhaseResult:
     @property
     def rate(self) -> float:
         return self.turns / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def per_turn(self) -> float:
+        """CPU seconds per turn."""
+        return self.cpu_s / self.turns if self.turns else 0.0
 
 
 # -- baseline: the engine called directly --------------------------------------------------------
@@ -294,7 +305,7 @@ def session_footprint(sessions: list[GatewaySession]) -> dict[str, float]:
 class Server:
     """The gateway subprocess: start, CPU and RSS readings, always killed on exit."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, script: Path = SERVER_SCRIPT, *flags: str) -> None:
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         fd, name = tempfile.mkstemp(prefix="gateway-bench-", suffix=".log")
@@ -302,7 +313,7 @@ class Server:
         self._log = Path(name)
         with self._log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, str(SERVER_SCRIPT), "--port", str(port)],
+                [sys.executable, str(script), "--port", str(port), *flags],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -385,8 +396,8 @@ class Server:
 
 
 @contextlib.contextmanager
-def gateway_server() -> Iterator[Server]:
-    server = Server(free_port())
+def gateway_server(script: Path = SERVER_SCRIPT, *flags: str) -> Iterator[Server]:
+    server = Server(free_port(), script, *flags)
     try:
         server.wait_ready()
         yield server
@@ -485,11 +496,12 @@ async def http_phase(
     *,
     per_turn_cpu: bool = False,
     keep: bool = False,
+    check: bool = True,
 ) -> tuple[PhaseResult, list[HttpSession]]:
     """`sessions` concurrent HTTP sessions; per-turn server CPU only makes sense alone.
 
     Each session speaks over its own keep-alive `LeanConnection` (a harness process per
-    session); sessions are created and checked with httpx.
+    session); sessions are created and, with `check`, their TITO invariant checked with httpx.
     """
     result = PhaseResult(sessions=sessions)
     async with contextlib.AsyncExitStack() as stack:
@@ -521,7 +533,8 @@ async def http_phase(
         result.rss_after = server.rss()
         if keep:
             result.rss_rest = await asyncio.to_thread(server.rss_at_rest)
-        await check_http_tito(admin, server.base, live[:2])
+        if check:
+            await check_http_tito(admin, server.base, live[:2])
         if not keep:
             await close_sessions(admin, server.base, live)
     return result, live
@@ -549,12 +562,14 @@ async def http_close(server: Server, live: list[HttpSession]) -> None:
 
 
 def sequential_http(
-    server: Server, wl: Workload, sessions: int, turns: int, timeout: float
+    server: Server, wl: Workload, sessions: int, turns: int, timeout: float, check: bool = True
 ) -> PhaseResult:
     """`sessions` HTTP sessions one after another; server CPU per turn recorded."""
     total = PhaseResult(sessions=1)
     for _ in range(sessions):
-        part, _ = asyncio.run(http_phase(server, wl, 1, turns, timeout, per_turn_cpu=True))
+        part, _ = asyncio.run(
+            http_phase(server, wl, 1, turns, timeout, per_turn_cpu=True, check=check)
+        )
         total.turns += part.turns
         total.wall_s += part.wall_s
         # Per-turn schedstat readings (ns); the phase's utime+stime delta has 10 ms ticks.
@@ -658,6 +673,7 @@ def main() -> None:
 
     # HTTP.
     http_single = http_long = None
+    floors: dict[tuple[str, ...], PhaseResult] = {}
     http_conc: dict[int, PhaseResult] = {}
     rss_per_session = bytes_per_token = rest_per_session = rest_per_token = 0.0
     if not args.skip_http:
@@ -697,6 +713,13 @@ def main() -> None:
                 server, wl, args.long_repeats, args.long_turns, args.phase_timeout
             )
             progress(f"HTTP, long sessions: {http_long.turns} turns")
+        for flags in ((), ("--encode",)):
+            with gateway_server(FLOOR_SCRIPT, *flags) as floor_server:
+                sequential_http(floor_server, wl, 2, args.turns, 60.0, check=False)  # warm-up
+                floors[flags] = sequential_http(
+                    floor_server, wl, args.single_sessions, args.turns, 60.0, check=False
+                )
+            progress(f"HTTP floor{' + encoding' if flags else ''}: {ms(floors[flags].per_turn)}")
 
     # Table.
     rows: list[Row] = [
@@ -719,6 +742,21 @@ def main() -> None:
     rows.append(cpu_row(f"in-process, 1 session: CPU per turn (turns 1-{args.turns})", single))
     if http_single is not None:
         rows.append(cpu_row("HTTP, 1 session: server CPU per turn", http_single))
+    for flags, label in (
+        ((), "uvicorn + JSON parse + fixed reply"),
+        (("--encode",), "the same + encoding the turn's new messages"),
+    ):
+        if flags in floors:
+            cpu = floors[flags].per_turn
+            rows.append(
+                (
+                    f"HTTP floor, 1 session: {label}: server CPU per turn",
+                    ms(cpu),
+                    f"{cpu / direct_cpu:.1f}x direct",
+                    "",
+                    "",
+                )
+            )
 
     def rate_rows(label: str, result: PhaseResult, http: bool) -> list[Row]:
         out: list[Row] = []
