@@ -178,8 +178,12 @@ def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(tmp_path)
     assert all(row["perf/trainer_lent_s"] >= 0 for row in rows)
     assert all(row["perf/trainer_reclaim_s"] >= 0 for row in rows)
     # The rollout router's figures of each step (two replicas: the rollout one and the trainer).
-    assert all(row["router/prompt_tokens"] > 0 for row in rows)
-    assert all(0 <= row["router/cache_hit_rate"] <= 1 for row in rows)
+    # Step 1 routed its own batch; a later step's batch may have finished during the step before
+    # it, and a step during which no request completed has no prompt-token figures.
+    assert rows[0]["router/prompt_tokens"] > 0
+    routed = [row for row in rows if "router/prompt_tokens" in row]
+    assert all(row["router/prompt_tokens"] > 0 for row in routed)
+    assert all(0 <= row["router/cache_hit_rate"] <= 1 for row in routed)
     assert all(row["router/failed"] == 0 for row in rows)
 
 
