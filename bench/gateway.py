@@ -645,13 +645,13 @@ def main() -> None:
     prompts = [call.prompt_ids for call in live[0].calls]
     manager.delete(live[0].session_id)
     direct = asyncio.run(direct_phase(engine, prompts, rounds=50))
-    direct_cpu = direct.cpu_s / direct.turns
+    direct_cpu = direct.per_turn
     d50, d99 = quantile(direct.latencies, 0.5), quantile(direct.latencies, 0.99)
     progress(f"direct engine: {direct.turns} calls, {ms(direct_cpu)} CPU per call")
 
     # In-process.
     single = sequential_inproc(manager, wl, args.single_sessions, args.turns, 60.0)
-    progress(f"in-process, 1 session: {single.turns} turns, {ms(single.cpu_s / single.turns)}/turn")
+    progress(f"in-process, 1 session: {single.turns} turns, {ms(single.per_turn)}/turn")
     concurrent: dict[int, PhaseResult] = {}
     footprint: dict[str, float] = {}
     for n in args.sessions:
@@ -706,9 +706,7 @@ def main() -> None:
                     f"server CPU {result.cpu_s / result.wall_s:.0%}"
                 )
             http_single = sequential_http(server, wl, args.single_sessions, args.turns, 60.0)
-            progress(
-                f"HTTP, 1 session: {ms(http_single.cpu_s / http_single.turns)} server CPU/turn"
-            )
+            progress(f"HTTP, 1 session: {ms(http_single.per_turn)} server CPU/turn")
             http_long = sequential_http(
                 server, wl, args.long_repeats, args.long_turns, args.phase_timeout
             )
@@ -729,7 +727,7 @@ def main() -> None:
     ]
 
     def cpu_row(label: str, result: PhaseResult) -> Row:
-        cpu = result.cpu_s / result.turns
+        cpu = result.per_turn
         overhead = cpu - direct_cpu
         return (
             label,

@@ -48,6 +48,7 @@ from uni_agent_core.router.sim import (
     WORKLOADS,
     ReplicaProfile,
     RunMetrics,
+    Workload,
     calibrate_hf_engine,
     simulate,
 )
@@ -73,11 +74,15 @@ COLUMNS = (
 _MEGA = {"prefill_tokens", "evicted_tokens"}
 
 
+def _workload(name: str, max_turns: int | None) -> Workload:
+    """The named workload, its sessions cut to `max_turns` turns if given (`--quick`)."""
+    workload = WORKLOADS[name]
+    return workload if max_turns is None else workload.with_max_turns(max_turns)
+
+
 def _run(args: tuple[ReplicaProfile, str, str, int, int, int, int | None]) -> dict[str, Any]:
     profile, workload_name, policy, sessions, replicas, seed, max_turns = args
-    workload = WORKLOADS[workload_name]
-    if max_turns is not None:
-        workload = workload.with_max_turns(max_turns)
+    workload = _workload(workload_name, max_turns)
     metrics: RunMetrics = simulate(
         profile, policy, workload, sessions, replicas=replicas, seed=seed
     )
@@ -149,12 +154,7 @@ def headroom(
     out = []
     for workload in dict.fromkeys(r["workload"] for r in free):
         top = max(r["sessions"] for r in free if r["workload"] == workload)
-        wl = (
-            WORKLOADS[workload]
-            if max_turns is None
-            else WORKLOADS[workload].with_max_turns(max_turns)
-        )
-        floor = makespan_floor(profile, wl, top, seed)
+        floor = makespan_floor(profile, _workload(workload, max_turns), top, seed)
         entry: dict[str, Any] = {
             "workload": workload,
             "sessions": top,
