@@ -162,6 +162,11 @@ class RolloutResult(BaseModel):
     sample_index: int
     reward: float
     exit_reason: ExitReason
+    group_id: str = ""
+    """The GRPO group the episode was launched in. Advantages, the zero-variance filter and the
+    step's group metrics compare episodes of one group only: two groups of one task in a step
+    (an epoch wrap, a probe, a group launched ahead) stay two groups. Empty means the episode's
+    own task is its group (`group_key`)."""
     trajectories: list[Trajectory] = Field(default_factory=list)
     """Every chain the gateway recorded for the episode (several when the harness split it)."""
     turns: int = 0
@@ -173,6 +178,11 @@ class RolloutResult(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds spent per phase: `sandbox`, `agent`, `verify`."""
     error: str | None = None
+
+    @property
+    def group_key(self) -> str:
+        """The id episodes are grouped by: `group_id`, or the task where none was given."""
+        return self.group_id or self.task_id
 
     @property
     def abnormal(self) -> bool:

@@ -31,9 +31,15 @@ class EmbeddedBackendConfig(ConfigModel):
     device: HostDevice = "auto"
     """Device that runs the optimizer step."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
-    """Tokens per forward/backward micro-batch; gradients accumulate over micro-batches."""
+    """Padded tokens per forward/backward micro-batch (counted after the step's shared
+    prefix); gradients accumulate over micro-batches."""
     gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass to save memory."""
+    """Recompute activations in the backward pass to save memory (takes the reference path:
+    HF turns the KV cache off under checkpointing, so `shared_prefix` does not apply)."""
+    shared_prefix: bool = True
+    """The fast path: the prompt prefix every row of a step shares runs once with exact
+    gradients, the old logprobs come from the loss's own forward, and the LM head runs only
+    at loss positions. False takes the reference path (the same update, slower)."""
     role_switching: bool = True
     """separate_async: while the trainer waits for its next batch, its own model serves
     rollouts as one more replica behind the router (reclaimed when the batch is ready)."""

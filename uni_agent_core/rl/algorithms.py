@@ -1,7 +1,8 @@
 """Advantages and policy losses, taken from verl's `core_algos` registries.
 
 agent-rl does not re-implement RL math: `episode_advantages` calls verl's advantage estimator
-(`get_adv_estimator_fn`) on one outcome reward per episode, grouped by task, and
+(`get_adv_estimator_fn`) on one outcome reward per episode, grouped by the GRPO group each
+episode was launched in, and
 `PolicyLoss` calls verl's policy loss (`get_policy_loss_fn`: vanilla PPO clip, gspo, cispo,
 ...) with a verl `ActorConfig` built from the recipe. What is ours is the batch around them:
 advantages are computed per *episode* (one sample of a task) and broadcast to every chain the
@@ -57,11 +58,11 @@ def verl_actor_config(algorithm: AlgorithmConfig) -> Any:
 def episode_advantages(
     rewards_E: torch.Tensor, group_ids: Sequence[str], algorithm: AlgorithmConfig
 ) -> torch.Tensor:
-    """One advantage per episode from verl's estimator, episodes grouped by task.
+    """One advantage per episode from verl's estimator, episodes grouped by `group_ids`.
 
     Args:
         rewards_E: outcome reward of each episode.
-        group_ids: the task of each episode (the GRPO group).
+        group_ids: the GRPO group of each episode (`RolloutResult.group_key`).
         algorithm: the recipe's algorithm section.
 
     Returns:

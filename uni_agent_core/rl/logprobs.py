@@ -14,7 +14,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 
-def _decoder_and_head(model: Any) -> tuple[Any, Any]:
+def decoder_and_head(model: Any) -> tuple[Any, Any]:
     head = model.get_output_embeddings()
     decoder = getattr(model, "base_model", None)
     if head is None or decoder is None or decoder is model:
@@ -22,7 +22,7 @@ def _decoder_and_head(model: Any) -> tuple[Any, Any]:
     return decoder, head
 
 
-def _chunk_logprobs(
+def chunk_logprobs(
     head: Any, hidden_B_C_H: torch.Tensor, targets_B_C: torch.Tensor, temperature: float
 ) -> torch.Tensor:
     logits = head(hidden_B_C_H).float()
@@ -54,7 +54,7 @@ def token_logprobs(
     """
     if chunk_tokens < 1:
         raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
-    decoder, head = _decoder_and_head(model)
+    decoder, head = decoder_and_head(model)
     hidden = decoder(input_ids=input_ids_B_T, attention_mask=attention_mask_B_T).last_hidden_state
     hidden, targets = hidden[:, :-1], input_ids_B_T[:, 1:]
     pieces = []
@@ -62,7 +62,7 @@ def token_logprobs(
         end = start + chunk_tokens
         if torch.is_grad_enabled():
             piece = checkpoint(
-                _chunk_logprobs,
+                chunk_logprobs,
                 head,
                 hidden[:, start:end],
                 targets[:, start:end],
@@ -70,7 +70,7 @@ def token_logprobs(
                 use_reentrant=False,
             )
         else:
-            piece = _chunk_logprobs(head, hidden[:, start:end], targets[:, start:end], temperature)
+            piece = chunk_logprobs(head, hidden[:, start:end], targets[:, start:end], temperature)
         pieces.append(piece)
     first = torch.zeros((input_ids_B_T.shape[0], 1), dtype=torch.float32, device=hidden.device)
     return torch.cat([first, *pieces], dim=1)

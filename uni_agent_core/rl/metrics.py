@@ -21,18 +21,19 @@ from collections.abc import Mapping, Sequence
 from uni_agent_core.types import ExitReason, RolloutResult
 
 
-def group_by_task(results: Sequence[RolloutResult]) -> dict[str, list[RolloutResult]]:
+def group_episodes(results: Sequence[RolloutResult]) -> dict[str, list[RolloutResult]]:
+    """Episodes by the GRPO group they were launched in (`RolloutResult.group_key`)."""
     groups: dict[str, list[RolloutResult]] = defaultdict(list)
     for result in results:
-        groups[result.task_id].append(result)
+        groups[result.group_key].append(result)
     return dict(groups)
 
 
-def zero_variance_tasks(results: Sequence[RolloutResult]) -> set[str]:
-    """Tasks whose group has a single distinct reward (their advantages are all zero)."""
+def zero_variance_groups(results: Sequence[RolloutResult]) -> set[str]:
+    """Groups with a single distinct reward (their advantages are all zero)."""
     return {
-        task
-        for task, group in group_by_task(results).items()
+        key
+        for key, group in group_episodes(results).items()
         if len({result.reward for result in group}) == 1
     }
 
@@ -42,11 +43,11 @@ def episode_metrics(results: Sequence[RolloutResult], trainer_version: int) -> d
     if not results:
         return {}
     n = len(results)
-    groups = group_by_task(results)
+    groups = group_episodes(results)
     metrics = {
         "train/reward_mean": sum(r.reward for r in results) / n,
         "train/pass_rate": sum(r.resolved for r in results) / n,
-        "train/zero_std_group_frac": len(zero_variance_tasks(results)) / len(groups),
+        "train/zero_std_group_frac": len(zero_variance_groups(results)) / len(groups),
         "train/response_tokens_mean": sum(r.sampled_tokens for r in results) / n,
         "train/turns_mean": sum(r.turns for r in results) / n,
         "train/leak_frac": sum(r.leak_flagged for r in results) / n,

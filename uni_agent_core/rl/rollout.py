@@ -87,22 +87,33 @@ class RolloutDriver:
     def _policy_version(self) -> int:
         return int(self.manager.engine.stats().policy_version)
 
-    async def episode(self, task: TaskSpec, sample_index: int, *, seed: int) -> RolloutResult:
-        """Run one episode of `task` (waits for a concurrency slot)."""
+    async def episode(
+        self, task: TaskSpec, sample_index: int, *, seed: int, group_id: str = ""
+    ) -> RolloutResult:
+        """Run one episode of `task` (waits for a concurrency slot) as a member of `group_id`."""
         async with self.limit:
             result = await self._episode(task, sample_index, seed)
+        if group_id:
+            result = result.model_copy(update={"group_id": group_id})
         if self.on_episode is not None:
             self.on_episode(result)
         return result
 
     async def group(
-        self, task: TaskSpec, size: int, *, run_seed: int, step: int
+        self, task: TaskSpec, size: int, *, run_seed: int, step: int, group_id: str | None = None
     ) -> list[RolloutResult]:
-        """`size` episodes of one task (the GRPO group), concurrently."""
+        """`size` episodes of one task (the GRPO group), concurrently, each carrying
+        `group_id` (default `<task>@<step>`: `step` is where the group sits in the run)."""
+        group_id = group_id or f"{task.instance_id}@{step}"
         return list(
             await asyncio.gather(
                 *(
-                    self.episode(task, i, seed=episode_seed(run_seed, step, task.instance_id, i))
+                    self.episode(
+                        task,
+                        i,
+                        seed=episode_seed(run_seed, step, task.instance_id, i),
+                        group_id=group_id,
+                    )
                     for i in range(size)
                 )
             )

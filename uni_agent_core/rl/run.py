@@ -165,6 +165,7 @@ class TrainingRun:
             micro_batch_tokens=backend.micro_batch_tokens,
             temperature=recipe.gateway.sampling.temperature or 1.0,
             gradient_checkpointing=backend.gradient_checkpointing,
+            shared_prefix=backend.shared_prefix,
         )
         return tasks, trainer
 

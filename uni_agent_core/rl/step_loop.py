@@ -91,7 +91,11 @@ class StepLoop:
 
         async def group() -> _Group:
             results = await self.driver.group(
-                self.tasks[task_id], self.config.group_size, run_seed=self.run_.seed, step=index
+                self.tasks[task_id],
+                self.config.group_size,
+                run_seed=self.run_.seed,
+                step=index,
+                group_id=f"{task_id}@{index}",
             )
             return _Group(task_id, step, results)
 

@@ -2,13 +2,22 @@
 
 `EmbeddedTrainer.train_step(results)` turns a step's episodes into one weight update:
 episodes of zero-variance groups are dropped (dynamic sampling) and abnormal exits masked;
-advantages come from verl's estimator per episode and are broadcast to every chain of it; the
-old-policy logprobs are recomputed by the trainer before the update (or taken from the engine
-in bypass mode), which also yields the rollout-vs-trainer consistency metrics on tokens sampled
-at the trainer's own version; truncated importance weights correct the rest. The step's rows are
-split into micro-batches by padded-token budget, gradients accumulate (the loss is normalised
-over the whole step, so accumulation equals one large batch), are clipped, and AdamW steps. The
-policy version then increases by one; `engine_state()` is what the engines load.
+advantages come from verl's estimator per episode (grouped by the GRPO group each was launched
+in) and are broadcast to every chain of it. The step makes one optimizer update, so the
+old-policy logprobs are the current weights' own: they are taken, detached, from the same
+forward that the loss differentiates (or from the engine in bypass mode), which also yields the
+rollout-vs-trainer consistency metrics on tokens sampled at the trainer's own version;
+truncated importance weights correct the rest. The prompt prefix every row of the step shares
+(system + tools) runs once, with exact gradients (`prefix_forward.SharedPrefix`), and the LM
+head runs only at loss positions. Rows after that prefix are split, longest first, into
+micro-batches by padded-token budget; gradients accumulate (the loss is normalised over the
+whole step, so accumulation equals one large batch), are clipped, and AdamW steps. The policy
+version then increases by one; `engine_state()` is what the engines load.
+
+`shared_prefix=False` keeps the reference path (a separate no-grad forward for the old
+logprobs, every row in full, the head at every position): the equality tests and
+`bench/train_throughput.py` compare against it, and gradient checkpointing uses it (HF turns
+the KV cache off under checkpointing).
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ from uni_agent_core.rl.algorithms import PolicyLoss, episode_advantages, rollout
 from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
 from uni_agent_core.rl.host_memory import release_host_memory
 from uni_agent_core.rl.logprobs import token_logprobs
-from uni_agent_core.rl.metrics import zero_variance_tasks
+from uni_agent_core.rl.metrics import zero_variance_groups
+from uni_agent_core.rl.prefix_forward import SharedPrefix, common_prefix_length, row_logprobs
 from uni_agent_core.types import RolloutResult, Trajectory
 
 
@@ -101,6 +111,7 @@ class EmbeddedTrainer:
         temperature: float = 1.0,
         chunk_tokens: int = 512,
         gradient_checkpointing: bool = False,
+        shared_prefix: bool = True,
     ) -> None:
         """Args:
         model: the trained causal LM (its own copy; engines hold theirs).
@@ -114,6 +125,9 @@ class EmbeddedTrainer:
             recompute the layer in the backward pass (less memory per micro-batch, about a third
             more compute). It needs the model in train mode, so a policy with non-zero dropout
             is refused (train mode would switch it on and the logprobs would change).
+        shared_prefix: the fast path (the step's shared prefix once, old logprobs from the
+            loss's own forward, the head at loss positions only); False, or gradient
+            checkpointing, takes the reference path. Both give the same update.
         """
         algorithm = config.algorithm
         if algorithm.kl_coef > 0 or algorithm.entropy_coef > 0:
@@ -128,6 +142,7 @@ class EmbeddedTrainer:
         self.temperature = temperature
         self.chunk_tokens = chunk_tokens
         self.micro_batch_tokens = micro_batch_tokens
+        self.shared_prefix = shared_prefix and not gradient_checkpointing
         self.device = next(model.parameters()).device
         if gradient_checkpointing:
             _checkpoint_layers(model)
@@ -149,11 +164,11 @@ class EmbeddedTrainer:
         return self.config.lr
 
     def _trainable(self, results: Sequence[RolloutResult]) -> list[RolloutResult]:
-        flat = zero_variance_tasks(results) if self.drop_zero_variance_groups else set()
+        flat = zero_variance_groups(results) if self.drop_zero_variance_groups else set()
         return [
             r
             for r in results
-            if r.task_id not in flat
+            if r.group_key not in flat
             and not (self.config.mask_abnormal_exits and r.abnormal)
             and r.sampled_tokens > 0
         ]
@@ -167,7 +182,9 @@ class EmbeddedTrainer:
             metrics["perf/train_s"] = time.perf_counter() - started
             return StepOutcome(updated=False, metrics=metrics)
         rewards = torch.tensor([r.reward for r in kept], dtype=torch.float32)
-        advantages_E = episode_advantages(rewards, [r.task_id for r in kept], self.config.algorithm)
+        advantages_E = episode_advantages(
+            rewards, [r.group_key for r in kept], self.config.algorithm
+        )
         rows: list[Trajectory] = []
         row_advantages: list[float] = []
         for result, advantage in zip(kept, advantages_E.tolist(), strict=True):
@@ -194,7 +211,11 @@ class EmbeddedTrainer:
         batch = trajectories_to_batch(
             rows, pad_token_id=self.pad_token_id, max_length=self.config.max_context_tokens
         )
-        old = self._old_logprobs(batch)
+        if self.shared_prefix:
+            with torch.no_grad():
+                old = self._shared_prefix_pass(batch, None)
+        else:
+            old = self._old_logprobs(batch)
         return self._consistency(batch, old)
 
     def _old_logprobs(self, batch: TrajectoryBatch) -> torch.Tensor:
@@ -217,6 +238,111 @@ class EmbeddedTrainer:
         ).cpu()
 
     def _update(self, batch: TrajectoryBatch, advantages_B: torch.Tensor) -> dict[str, float]:
+        mask = batch.loss_mask_B_T
+        self.loss.set_step_totals(tokens=int(mask.sum()), rows=int((mask.sum(dim=1) > 0).sum()))
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._lr()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.shared_prefix:
+            accumulated: dict[str, float] = {}
+            old = self._shared_prefix_pass(batch, advantages_B, accumulated)
+            metrics = self._consistency(batch, old)
+            metrics.update(accumulated)
+        else:
+            metrics = self._reference_pass(batch, advantages_B)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), self.config.max_grad_norm
+        )
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.version += 1
+        metrics.update(
+            {
+                "train/grad_norm": float(grad_norm),
+                "train/lr": self.optimizer.param_groups[0]["lr"],
+                "train/advantage_abs_mean": float(advantages_B.abs().mean()),
+            }
+        )
+        return metrics
+
+    def _shared_prefix_pass(
+        self,
+        batch: TrajectoryBatch,
+        advantages_B: torch.Tensor | None,
+        metrics: dict[str, float] | None = None,
+    ) -> torch.Tensor:
+        """The trainer's logprobs of every sampled token ([B, T], 0.0 elsewhere); with
+        advantages, also the loss's gradients, accumulated into the model (and its metrics into
+        `metrics`). The step's shared prefix runs once; rows go longest first."""
+        mask = batch.loss_mask_B_T
+        lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
+        first_loss = int(mask.argmax(dim=1).min())
+        rows_ids = [batch.input_ids_B_T[row, :length] for row, length in enumerate(lengths)]
+        start = common_prefix_length(rows_ids, limit=first_loss - 1)
+        order = sorted(range(batch.size), key=lambda row: -lengths[row])
+        groups = [
+            [order[i] for i in group]
+            for group in micro_batches([lengths[r] - start for r in order], self.micro_batch_tokens)
+        ]
+        old = torch.zeros_like(batch.rollout_logprobs_B_T)
+        prefix = SharedPrefix(self.model, batch.input_ids_B_T[0, :start].to(self.device))
+        total_loss = 0.0
+        for rows in groups:
+            width = int(max(lengths[r] for r in rows))
+            values = row_logprobs(
+                prefix,
+                batch.input_ids_B_T[rows, :width].to(self.device),
+                batch.attention_mask_B_T[rows, :width].to(self.device),
+                mask[rows, :width].to(self.device),
+                temperature=self.temperature,
+                chunk_tokens=self.chunk_tokens,
+            ).cpu()
+            old[rows, start:width] = values.detach()
+            if advantages_B is None or metrics is None:
+                continue
+            loss, step_metrics = self._micro_batch_loss(
+                batch, advantages_B, rows, slice(start, width), values
+            )
+            loss.backward()
+            total_loss += float(loss.detach())
+            for key, value in step_metrics.items():
+                metrics[key] = metrics.get(key, 0.0) + float(value) / len(groups)
+        if advantages_B is not None and metrics is not None:
+            prefix.backward()
+            metrics["train/loss"] = total_loss
+            metrics["train/micro_batches"] = float(len(groups))
+            metrics["train/shared_prefix_tokens"] = float(start)
+        prefix.release()
+        return old
+
+    def _micro_batch_loss(
+        self,
+        batch: TrajectoryBatch,
+        advantages_B: torch.Tensor,
+        rows: list[int],
+        span: slice,
+        values: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """verl's loss of `rows` over token positions `span`, old logprobs = `values` detached
+        (one update per step: the weights that made `values` are the old policy)."""
+        mask = batch.loss_mask_B_T[rows, span]
+        rollout = batch.rollout_logprobs_B_T[rows, span]
+        algorithm = self.config.algorithm
+        old = rollout if algorithm.rollout_correction.bypass_mode else values.detach()
+        weights = rollout_is_weights(old, rollout, mask, algorithm)
+        return self.loss(
+            old_logprobs_B_T=old,
+            logprobs_B_T=values,
+            advantages_B_T=advantages_B[rows, None] * mask,
+            loss_mask_B_T=mask,
+            is_weights_B_T=weights,
+        )
+
+    def _reference_pass(
+        self, batch: TrajectoryBatch, advantages_B: torch.Tensor
+    ) -> dict[str, float]:
+        """Today's path kept as the reference: old logprobs from a separate no-grad forward,
+        every row in full, the head at every position."""
         lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
         groups = micro_batches(lengths, self.micro_batch_tokens)
         mask = batch.loss_mask_B_T
@@ -227,10 +353,6 @@ class EmbeddedTrainer:
         if algorithm.rollout_correction.bypass_mode:
             old = rollout.clone()
         weights = rollout_is_weights(old, rollout, mask, algorithm)
-        self.loss.set_step_totals(tokens=int(mask.sum()), rows=int((mask.sum(dim=1) > 0).sum()))
-        for group in self.optimizer.param_groups:
-            group["lr"] = self._lr()
-        self.optimizer.zero_grad(set_to_none=True)
         total_loss = 0.0
         verl_metrics: dict[str, float] = {}
         for rows in groups:
@@ -247,22 +369,9 @@ class EmbeddedTrainer:
             total_loss += float(loss.detach())
             for key, value in step_metrics.items():
                 verl_metrics[key] = verl_metrics.get(key, 0.0) + float(value) / len(groups)
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.config.max_grad_norm
-        )
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.version += 1
         metrics.update(verl_metrics)
-        metrics.update(
-            {
-                "train/loss": total_loss,
-                "train/grad_norm": float(grad_norm),
-                "train/lr": self.optimizer.param_groups[0]["lr"],
-                "train/advantage_abs_mean": float(advantages_B.abs().mean()),
-                "train/micro_batches": float(len(groups)),
-            }
-        )
+        metrics["train/loss"] = total_loss
+        metrics["train/micro_batches"] = float(len(groups))
         return metrics
 
     def _consistency(self, batch: TrajectoryBatch, old: torch.Tensor) -> dict[str, float]:

@@ -129,3 +129,40 @@ def test_unsupported_penalties_are_refused(policy) -> None:
     config = TrainerConfig(algorithm={"kl_coef": 0.1})
     with pytest.raises(ValueError, match="kl_coef"):
         EmbeddedTrainer(policy, config, pad_token_id=0)
+
+
+def _in_group(result, group_id):
+    return result.model_copy(update={"group_id": group_id})
+
+
+def test_two_groups_of_one_task_in_a_step_stay_two_groups(policy) -> None:
+    # Task "a" launched twice in one step (an epoch wrap): group a@0 is flat (both solved), group
+    # a@1 has variance. Grouped by task they would be one group of mean 0.75 whose solved
+    # episodes get advantages; grouped by launch only a@1 trains, with +/- advantages.
+    flat = [_in_group(_episode(policy, "a", i, 1.0, 30 + i), "a@0") for i in range(2)]
+    mixed = [
+        _in_group(_episode(policy, "a", 0, 1.0, 40), "a@1"),
+        _in_group(_episode(policy, "a", 1, 0.0, 41), "a@1"),
+    ]
+    both, alone = _trainer(policy), _trainer(policy)
+    for trainer in (both, alone):
+        trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
+    outcome = both.train_step([*flat, *mixed])
+    alone.train_step(mixed)
+    assert outcome.metrics["train/trained_episodes"] == 2.0
+    assert torch.allclose(_params(both), _params(alone), atol=1e-6)
+
+
+def test_group_metrics_count_groups_not_tasks(policy) -> None:
+    from uni_agent_core.rl.metrics import episode_metrics, zero_variance_groups
+
+    results = [
+        _in_group(_episode(policy, "a", 0, 1.0, 50), "a@0"),
+        _in_group(_episode(policy, "a", 1, 1.0, 51), "a@0"),
+        _in_group(_episode(policy, "a", 0, 0.0, 52), "a@1"),
+        _in_group(_episode(policy, "a", 1, 1.0, 53), "a@1"),
+    ]
+    assert zero_variance_groups(results) == {"a@0"}
+    assert episode_metrics(results, 0)["train/zero_std_group_frac"] == 0.5
+    ungrouped = [r.model_copy(update={"group_id": ""}) for r in results]
+    assert zero_variance_groups(ungrouped) == set()  # one task, one group of mixed rewards

@@ -1,0 +1,170 @@
+"""The trainer's fast path (shared prefix once, old logprobs from the loss's own forward, the
+head at loss positions only) gives the reference path's loss and gradients."""
+
+import copy
+
+import pytest
+import torch
+
+from uni_agent_core.config.training import TrainerConfig
+from uni_agent_core.models import load_policy
+from uni_agent_core.rl.logprobs import token_logprobs
+from uni_agent_core.rl.prefix_forward import SharedPrefix, common_prefix_length, row_logprobs
+from uni_agent_core.rl.trainer import EmbeddedTrainer
+from uni_agent_core.types import ExitReason, RolloutResult, Trajectory
+
+SYSTEM = list(range(100, 140))  # the prefix every episode shares (system + tools)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    model, _ = load_policy("tiny")
+    return model
+
+
+def _episode(model, task, sample, reward, seed, *, statement_len=5, version=0):
+    """System prefix, a task statement shared by the task's group, then a sampled response
+    with a tool result (context) in the middle; lengths differ per episode (padding)."""
+    generator = torch.Generator().manual_seed(seed)
+    statement = torch.randint(
+        5, 4000, (statement_len,), generator=torch.Generator().manual_seed(hash(task) % 1000)
+    ).tolist()
+    prompt = SYSTEM + statement
+    n = 6 + seed % 5
+    response = torch.randint(5, 4000, (n,), generator=generator).tolist()
+    mask = [1] * 3 + [0] * 2 + [1] * (n - 5)
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logprobs = token_logprobs(model, ids, torch.ones_like(ids))[0, len(prompt) :].tolist()
+    trajectory = Trajectory(
+        session_id=f"{task}-{sample}",
+        chain_id=0,
+        prompt_ids=prompt,
+        response_ids=response,
+        loss_mask=mask,
+        logprobs=[lp if m else 0.0 for lp, m in zip(logprobs, mask, strict=True)],
+        policy_versions=[version if m else -1 for m in mask],
+    )
+    return RolloutResult(
+        task_id=task,
+        sample_index=sample,
+        group_id=f"{task}@0",
+        reward=reward,
+        exit_reason=ExitReason.SUBMITTED,
+        trajectories=[trajectory],
+        turns=2,
+    )
+
+
+def _batch(model):
+    return [
+        _episode(model, task, i, float((i + j) % 2), 10 * j + i)
+        for j, task in enumerate(["a", "b", "c"])
+        for i in range(3)
+    ]
+
+
+def _trainer(model, *, shared_prefix, micro_batch_tokens=8192, **algorithm):
+    config = TrainerConfig(
+        mode="sync",
+        lr=1e-3,
+        group_size=3,
+        batch_size=3,
+        max_response_tokens=64,
+        max_context_tokens=128,
+        algorithm=algorithm,
+    )
+    return EmbeddedTrainer(
+        copy.deepcopy(model),
+        config,
+        pad_token_id=0,
+        shared_prefix=shared_prefix,
+        micro_batch_tokens=micro_batch_tokens,
+    )
+
+
+def _gradients(trainer, results):
+    """The step's loss and gradients (the optimizer step is skipped)."""
+    trainer.optimizer.step = lambda: None
+    trainer.optimizer.zero_grad = lambda set_to_none=True: None
+    outcome = trainer.train_step(results)
+    grads = torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+    return outcome, grads
+
+
+def _relative(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize(
+    "algorithm",
+    [
+        {},
+        {"policy_loss": "gspo", "loss_agg_mode": "seq-mean-token-mean"},
+        {"loss_agg_mode": "seq-mean-token-sum-norm"},
+        {"rollout_correction": {"is_level": "sequence"}},
+    ],
+    ids=["grpo-token-mean", "gspo", "dr-grpo", "sequence-is"],
+)
+@pytest.mark.parametrize("micro_batch_tokens", [8192, 20], ids=["one-batch", "micro-batches"])
+def test_fast_path_loss_and_gradients_equal_the_reference(policy, algorithm, micro_batch_tokens):
+    results = _batch(policy)
+    fast, fast_grads = _gradients(
+        _trainer(policy, shared_prefix=True, micro_batch_tokens=micro_batch_tokens, **algorithm),
+        results,
+    )
+    reference, reference_grads = _gradients(
+        _trainer(policy, shared_prefix=False, **algorithm), results
+    )
+    assert fast.metrics["train/shared_prefix_tokens"] == len(SYSTEM)
+    # the surrogate's value is a mean of advantages at ratio 1 (near 0): compare it absolutely
+    assert fast.metrics["train/loss"] == pytest.approx(
+        reference.metrics["train/loss"], rel=1e-5, abs=1e-6
+    )
+    assert reference_grads.norm() > 0
+    assert _relative(fast_grads, reference_grads) < 1e-5
+    assert fast.metrics["train/logprob_pearson"] >= 0.9999
+    for key in ("train/logprob_pearson", "train/prob_diff_mean", "train/consistency_tokens"):
+        assert fast.metrics[key] == pytest.approx(reference.metrics[key], rel=1e-4, abs=1e-7)
+
+
+def test_fast_path_steps_like_the_reference(policy) -> None:
+    results = _batch(policy)
+    fast, reference = _trainer(policy, shared_prefix=True), _trainer(policy, shared_prefix=False)
+    for trainer in (fast, reference):
+        trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
+        trainer.train_step(results)
+    after = [
+        torch.cat([p.detach().flatten() for p in t.model.parameters()]) for t in (fast, reference)
+    ]
+    assert torch.allclose(after[0], after[1], atol=1e-6)
+
+
+def test_row_logprobs_equal_full_rows_at_loss_positions(policy) -> None:
+    ids = torch.tensor([SYSTEM + [7, 8, 9, 10, 11], SYSTEM + [7, 12, 13, 0, 0]])
+    attention = torch.tensor([[1] * 45, [1] * 43 + [0, 0]])
+    loss = torch.zeros_like(ids)
+    loss[0, 41:45] = 1
+    loss[1, 42:43] = 1
+    with torch.no_grad():
+        full = token_logprobs(policy, ids, attention)
+        prefix = SharedPrefix(policy, ids[0, :40])
+        fast = row_logprobs(prefix, ids, attention, loss)
+    assert fast.shape == (2, 5)
+    assert torch.allclose(fast, (full * loss)[:, 40:], atol=1e-5)
+
+
+def test_a_loss_position_inside_the_prefix_is_refused(policy) -> None:
+    ids = torch.tensor([SYSTEM + [7, 8]])
+    loss = torch.zeros_like(ids)
+    loss[0, 40] = 1  # predicted from position 39, inside the prefix
+    with pytest.raises(ValueError, match="inside the shared prefix"):
+        row_logprobs(SharedPrefix(policy, ids[0, :40]), ids, torch.ones_like(ids), loss)
+
+
+def test_common_prefix_length() -> None:
+    rows = [torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 5]), torch.tensor([1, 2, 3])]
+    assert common_prefix_length(rows, limit=10) == 2
+    assert common_prefix_length(rows, limit=1) == 1
+    assert common_prefix_length(rows, limit=-1) == 0
+    assert common_prefix_length([torch.tensor([4, 5])], limit=10) == 2

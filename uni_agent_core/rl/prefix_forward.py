@@ -1,0 +1,146 @@
+"""Logprobs of a step's rows with their shared prompt prefix run once, gradients exact.
+
+Every episode of a step opens with the same system + tools prompt (about 880 of a 1,400-token
+SmolLM2 micro-swe episode). `SharedPrefix` runs the decoder over that prefix once, keeps the
+graph, and hands each micro-batch the prefix's keys and values as *leaf* tensors: a row's
+forward attends to them as to a KV cache, its backward accumulates their gradients there, and
+`SharedPrefix.backward()` sends the accumulated gradients through the prefix graph once at the
+end of the step. The weights' gradients are then those of running every full row (the prefix
+contributes through every row's attention), not a detached approximation.
+
+`row_logprobs` then projects onto the vocabulary only the positions whose next token carries
+loss (the LM head and `log_softmax` over 49K columns are skipped on prompt and tool-output
+positions), in checkpointed chunks like `logprobs.token_logprobs`.
+
+Shapes: B rows, S suffix tokens (a row's tokens after the prefix), N loss positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from uni_agent_core.rl.logprobs import chunk_logprobs, decoder_and_head
+
+
+def common_prefix_length(rows: Sequence[torch.Tensor], limit: int) -> int:
+    """Length of the token prefix every row shares, at most `limit`."""
+    if not rows:
+        return 0
+    first = rows[0]
+    length = max(0, min(limit, *(int(row.numel()) for row in rows)))
+    for row in rows[1:]:
+        if length == 0:
+            break
+        differs = (row[:length] != first[:length]).nonzero()
+        if differs.numel():
+            length = int(differs[0])
+    return max(length, 0)
+
+
+def _cache(model: Any, layers: Sequence[tuple[torch.Tensor, torch.Tensor]], rows: int) -> Any:
+    """A fresh HF cache holding the prefix's keys/values broadcast to `rows` rows (no copy)."""
+    from transformers import DynamicCache
+
+    expanded = [
+        (keys.expand(rows, *keys.shape[1:]), values.expand(rows, *values.shape[1:]))
+        for keys, values in layers
+    ]
+    return DynamicCache(ddp_cache_data=expanded, config=model.config)
+
+
+class SharedPrefix:
+    """One step's shared prefix: its keys/values for the rows, and its deferred backward."""
+
+    def __init__(self, model: Any, prefix_ids: torch.Tensor) -> None:
+        """Run the decoder over `prefix_ids` (1-D); with grad enabled the graph is kept until
+        `backward()`. An empty prefix makes every row run in full."""
+        self.model = model
+        self.length = int(prefix_ids.numel())
+        self._outputs: list[torch.Tensor] = []
+        self._leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if self.length == 0:
+            return
+        decoder, _ = decoder_and_head(model)
+        ids = prefix_ids.view(1, -1)
+        out = decoder(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+        for keys, values, *_ in out.past_key_values:
+            if torch.is_grad_enabled():
+                self._outputs += [keys, values]
+                keys = keys.detach().requires_grad_(True)
+                values = values.detach().requires_grad_(True)
+            self._leaves.append((keys, values))
+
+    def hidden(self, suffix_ids_B_S: torch.Tensor, suffix_mask_B_S: torch.Tensor) -> torch.Tensor:
+        """Last hidden states of rows `prefix + suffix` at their suffix positions: [B, S, H]."""
+        decoder, _ = decoder_and_head(self.model)
+        if self.length == 0:
+            out = decoder(input_ids=suffix_ids_B_S, attention_mask=suffix_mask_B_S)
+            return out.last_hidden_state
+        rows = suffix_ids_B_S.shape[0]
+        mask = torch.cat([suffix_mask_B_S.new_ones((rows, self.length)), suffix_mask_B_S], dim=1)
+        return decoder(
+            input_ids=suffix_ids_B_S,
+            attention_mask=mask,
+            past_key_values=_cache(self.model, self._leaves, rows),
+            use_cache=True,
+        ).last_hidden_state
+
+    def backward(self) -> None:
+        """Send the gradients the rows left on the prefix's keys/values through the prefix."""
+        grads = [leaf.grad for pair in self._leaves for leaf in pair]
+        pairs = [(o, g) for o, g in zip(self._outputs, grads, strict=True) if g is not None]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        self.release()
+
+    def release(self) -> None:
+        """Drop the prefix graph and its keys/values."""
+        self._outputs, self._leaves = [], []
+
+
+def row_logprobs(
+    prefix: SharedPrefix,
+    input_ids_B_T: torch.Tensor,
+    attention_mask_B_T: torch.Tensor,
+    loss_mask_B_T: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_tokens: int = 512,
+) -> torch.Tensor:
+    """`logprobs[b, s] = log p(token P+s | tokens < P+s)` at loss positions, 0.0 elsewhere.
+
+    Args:
+        prefix: the step's shared prefix (length P; every row starts with it).
+        input_ids_B_T, attention_mask_B_T, loss_mask_B_T: the micro-batch's right-padded rows,
+            full length (prefix included); no loss position may lie inside the prefix.
+        temperature: the engines' sampling temperature.
+        chunk_tokens: loss positions projected onto the vocabulary at once.
+
+    Returns:
+        Float32 `[B, T - P]` aligned to the tokens after the prefix, differentiable when grad
+        is enabled.
+    """
+    start = prefix.length
+    if bool(loss_mask_B_T[:, : start + 1].any()):
+        raise ValueError(f"a loss position lies inside the shared prefix of {start} tokens")
+    hidden_B_S_H = prefix.hidden(input_ids_B_T[:, start:], attention_mask_B_T[:, start:])
+    rows, tokens = torch.nonzero(loss_mask_B_T[:, start:], as_tuple=True)
+    # token P+s is predicted from the hidden state at P+s-1, i.e. suffix position s-1
+    hidden_N_H = hidden_B_S_H[rows, tokens - 1]
+    targets_N = input_ids_B_T[rows, tokens + start]
+    _, head = decoder_and_head(prefix.model)
+    pieces = []
+    for first in range(0, int(targets_N.numel()), chunk_tokens):
+        chunk = (head, hidden_N_H[first : first + chunk_tokens])
+        chunk += (targets_N[first : first + chunk_tokens], temperature)
+        if torch.is_grad_enabled():
+            pieces.append(checkpoint(chunk_logprobs, *chunk, use_reentrant=False))
+        else:
+            pieces.append(chunk_logprobs(*chunk))
+    values_N = torch.cat(pieces) if pieces else hidden_B_S_H.new_zeros((0,), dtype=torch.float32)
+    out = torch.zeros(hidden_B_S_H.shape[:2], dtype=torch.float32, device=hidden_B_S_H.device)
+    return out.index_put((rows, tokens), values_N)
