@@ -1,5 +1,6 @@
-"""The `agent-rl` flow (deployment `train`): validate data -> estimate difficulty -> train ->
-evaluate the newest checkpoint -> log to MLflow.
+"""The `agent-rl` flow (deployment `train`): validate data -> warm start (when the recipe has
+one) -> estimate difficulty -> evaluate the starting policy (`eval.before_training`) -> train
+-> evaluate the newest checkpoint -> log to MLflow.
 
 Parameters are small (recipe path, overrides, resume); the recipe is validated first, so a bad
 path or an invalid recipe fails the run at once with the validation message, before any stage
@@ -23,6 +24,7 @@ from tasks.data import validate_data
 from tasks.evaluation import evaluate
 from tasks.tracking import log_run
 from tasks.training import train as train_task
+from tasks.warm_start import warm_start
 from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.rl.run import default_run_dir
 from uni_agent_core.tracking.reproducibility import LAUNCH_ENV
@@ -96,6 +98,11 @@ def train(
     print(f"agent-rl: recipe {loaded.name}, run directory {run_dir}")
     task_ids = validate_data(loaded, run_dir)
     on_verl = loaded.trainer.backend.type == "verl"
+    warmed = None
+    if loaded.warm_start.enabled:
+        warmed = warm_start(loaded, run_dir, task_ids)
+        loaded = loaded.model_copy(deep=True)
+        loaded.policy.name = warmed["policy"]
     if on_verl:
         # verl starts its rollout servers inside its own run: Best-of-N probes and checkpoint
         # evaluation need served weights (`agent-rl curriculum estimate` / `agent-rl eval`
@@ -103,11 +110,23 @@ def train(
         print("agent-rl: verl backend: difficulty estimation and evaluation are not run here")
     else:
         estimate_difficulty(loaded, run_dir, task_ids)
-    trained = train_task(loaded, run_dir, task_ids)
-    scores = evaluate(loaded, run_dir) if loaded.eval.enabled and not on_verl else None
+    evaluating = loaded.eval.enabled and not on_verl
+    before = None
+    if evaluating and loaded.eval.before_training:
+        before = evaluate(loaded, run_dir, checkpoint="none")
+    trained = train_task(
+        loaded, run_dir, task_ids, mlflow_run_id=warmed and warmed["mlflow_run_id"]
+    )
+    scores = evaluate(loaded, run_dir) if evaluating else None
     if scores is not None:
-        log_run(loaded, run_dir, trained["mlflow_run_id"], scores)
-    summary = {"run_dir": str(run_dir), **trained, "eval": scores and scores["metrics"]}
+        log_run(loaded, run_dir, trained["mlflow_run_id"], scores, before)
+    summary = {
+        "run_dir": str(run_dir),
+        **trained,
+        "eval": scores and scores["metrics"],
+        "eval_before": before and before["metrics"],
+        "warm_start": warmed and warmed["report"],
+    }
     lines = [
         f"# agent-rl run `{loaded.name}`",
         "",
@@ -119,6 +138,19 @@ def train(
         lines.append(f"- steps trained: {first + 1}..{first + count}")
     else:
         lines.append("- trained by verl (its steps are in verl's MLflow run and console log)")
+    if warmed is not None:
+        report = warmed["report"]
+        lines.append(
+            f"- warm start: {report['trajectories']} gold trajectories x {report['epochs']} "
+            f"epochs, nll {report['loss_by_epoch'][0]:.3f} -> {report['loss_by_epoch'][-1]:.3f} "
+            f"({(report['gold_s'] + report['fit_s']) / 60:.1f} min)"
+        )
+    if scores is not None and before is not None:
+        first, last = before["metrics"]["eval/pass@1"], scores["metrics"]["eval/pass@1"]
+        lines.append(
+            f"- held-out pass@1: {first:.3f} before RL -> {last:.3f} after "
+            f"({(last - first) * 100:+.1f} points)"
+        )
     if scores is not None:
         lines += [f"- {key}: {value:.3f}" for key, value in sorted(scores["metrics"].items())]
     create_markdown_artifact("\n".join(lines), key="agent-rl-summary")

@@ -10,18 +10,37 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 
 
+def before_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """`eval/...` metrics of the starting policy renamed `eval_before/...`."""
+    return {"eval_before/" + key.removeprefix("eval/"): value for key, value in metrics.items()}
+
+
 @task(name="log-run")
-def log_run(recipe: Recipe, run_dir: Path, mlflow_run_id: str | None, evaluation: dict) -> None:
-    """Eval metrics and the validation, difficulty and eval reports, on the training run."""
+def log_run(
+    recipe: Recipe,
+    run_dir: Path,
+    mlflow_run_id: str | None,
+    evaluation: dict,
+    before: dict | None = None,
+) -> None:
+    """Eval metrics and the validation, difficulty and eval reports, on the training run; with
+    `before` (the starting policy's evaluation), also `eval_before/...` and the pass@1 delta."""
     if mlflow_run_id is None:
         print("log-run: tracking is off; nothing logged")
         return
     tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_id=mlflow_run_id)
-    tracker.log_values(int(evaluation["step"]), evaluation["metrics"])
+    step = int(evaluation["step"])
+    tracker.log_values(step, evaluation["metrics"])
+    reports = [Path(evaluation["report_dir"])]
+    if before is not None:
+        tracker.log_values(0, before_metrics(before["metrics"]))
+        delta = evaluation["metrics"]["eval/pass@1"] - before["metrics"]["eval/pass@1"]
+        tracker.log_values(step, {"eval/pass@1_delta": delta})
+        reports.append(Path(before["report_dir"]))
     for directory, names in (
         (run_dir / "validation", ("validation.json", "validation.md")),
         (run_dir / "curriculum", ("difficulty.json", "difficulty.md")),
-        (Path(evaluation["report_dir"]), ("report.json", "report.md", "samples.jsonl")),
+        *((report, ("report.json", "report.md", "samples.jsonl")) for report in reports),
     ):
         for name in names:
             if (directory / name).is_file():

@@ -8,18 +8,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import task
+from prefect import get_run_logger, task
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.rl.run import TrainingRun
 
 
 @task(name="train")
-def train(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> dict:
-    """Train to `trainer.total_steps`; returns the MLflow run id and the final metrics."""
+def train(
+    recipe: Recipe, run_dir: Path, task_ids: list[str], mlflow_run_id: str | None = None
+) -> dict:
+    """Train to `trainer.total_steps`, one progress line per step in the task's log; returns
+    the MLflow run id (`mlflow_run_id`: the run the warm start opened) and the final metrics."""
     if recipe.trainer.backend.type == "verl":
         return _train_on_verl(recipe, run_dir, task_ids)
-    run = TrainingRun(recipe, run_dir=run_dir, task_ids=task_ids)
+    run = TrainingRun(
+        recipe,
+        run_dir=run_dir,
+        task_ids=task_ids,
+        mlflow_run_id=mlflow_run_id,
+        echo=get_run_logger().info,
+    )
     summary = run.run()
     last = summary.metrics[-1] if summary.metrics else {}
     return {

@@ -46,3 +46,43 @@ def test_bad_recipes_fail_before_any_stage(prefect_server, tmp_path, monkeypatch
     with pytest.raises(Exception, match="trainer.group_sizee"):
         train(recipe=CI_SMOKE, overrides=["trainer.group_sizee=2"])
     assert not (tmp_path / "runs").exists()
+
+
+def test_warm_start_and_before_after_eval_share_the_mlflow_run(
+    prefect_server, tmp_path, monkeypatch
+) -> None:
+    from flows.train import train
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    overrides = [
+        f"tracking.tracking_uri={uri}",
+        f"sandbox.isolation={ISOLATION}",
+        "eval.max_tasks=2",
+        "eval.before_training=true",
+        "warm_start.enabled=true",
+        "warm_start.epochs=1",
+        "warm_start.tasks=2",
+        "trainer.total_steps=1",
+    ]
+    result = train(recipe=CI_SMOKE, overrides=overrides)
+    run_dir = tmp_path / "runs" / "ci-smoke"
+    warm = run_dir / "warm_start"
+    assert result["warm_start"]["trajectories"] >= 1
+    assert (warm / "policy" / "config.json").is_file() and (warm / "nll.png").is_file()
+    assert result["eval_before"]["eval/pass@1"] >= 0.0 and result["eval"]["eval/pass@1"] >= 0.0
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    run = client.get_run(result["mlflow_run_id"])
+    metrics = run.data.metrics
+    assert {"warm_start/nll", "eval_before/pass_at_1", "eval/pass_at_1"} <= set(metrics)
+    assert metrics["eval/pass_at_1_delta"] == pytest.approx(
+        metrics["eval/pass_at_1"] - metrics["eval_before/pass_at_1"]
+    )
+    assert run.data.params["policy.name"] == f"hf:{(warm / 'policy').resolve()}"
+    folders = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert "warm_start" in folders
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "warm_start/nll")]
+    assert steps == list(range(1, len(steps) + 1))
+    # a rerun reuses the finished warm start and the run
+    again = train(recipe=CI_SMOKE, overrides=overrides)
+    assert again["mlflow_run_id"] == result["mlflow_run_id"]

@@ -29,6 +29,10 @@ class EvalConfig(ConfigModel):
     """Evaluate every n-th checkpoint (the final one always)."""
     max_tasks: int | None = Field(default=None, ge=1)
     """Evaluate on at most this many tasks (a fixed, seeded subset); None uses all."""
+    before_training: bool = False
+    """Also score the policy RL starts from (after the warm start, if any) before RL, in the
+    same MLflow run: `eval_before/...`, and `eval/pass@1_delta` once the final checkpoint is
+    scored."""
 
 
 class TrackingConfig(ConfigModel):

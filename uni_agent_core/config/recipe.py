@@ -33,6 +33,7 @@ from uni_agent_core.config.reward import ResolvedRewardConfig, RewardConfig
 from uni_agent_core.config.sandbox import CONTAINER_SANDBOXES, LocalSandboxConfig, SandboxConfig
 from uni_agent_core.config.tasks import IMAGE_TASKS, MicroSweTasksConfig, TasksConfig
 from uni_agent_core.config.training import TrainerConfig
+from uni_agent_core.config.warm_start import WarmStartConfig
 
 RUNS_DIR = Path("runs")
 """Parent of every run's default checkpoint and history paths (relative to the working dir)."""
@@ -67,6 +68,8 @@ class Recipe(ConfigModel):
     """Episode scoring (`type: resolved | partial_credit`; resolved when omitted)."""
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     """Task selection by recent pass rate."""
+    warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    """Supervised training on gold trajectories before RL (off unless `enabled`)."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     """The RL trainer (`backend.type: embedded | verl`; embedded when omitted)."""
     eval: EvalConfig = Field(default_factory=EvalConfig)

@@ -100,6 +100,7 @@ class TrainingRun:
         driver_class: type[RolloutDriver] = RolloutDriver,
         track: bool = True,
         task_ids: list[str] | None = None,
+        mlflow_run_id: str | None = None,
     ) -> None:
         """Args:
         recipe: the validated recipe.
@@ -110,6 +111,8 @@ class TrainingRun:
         track: log params, per-step metrics and artifacts to MLflow (`recipe.tracking`).
         task_ids: train only on these tasks of the recipe's set (e.g. those that passed data
             validation); None uses them all.
+        mlflow_run_id: the MLflow run to log into when no checkpoint names one (the run an
+            earlier stage, such as the warm start, opened); None creates one.
         """
         if recipe.trainer.backend.type != "embedded":
             raise ValueError(
@@ -130,6 +133,7 @@ class TrainingRun:
         self.tokenizer: Any = None
         self.task_ids = None if task_ids is None else set(task_ids)
         self.tracker: Any = None
+        self.mlflow_run_id = mlflow_run_id
 
     # -- building ------------------------------------------------------------------------------
 
@@ -179,7 +183,8 @@ class TrainingRun:
         tasks, trainer = self._build()
         trainer_config = self.recipe.trainer
         sampler = self._sampler(sorted(tasks))
-        start_step, pending, resumed, launched, mlflow_run = 0, [], None, 0, None
+        start_step, pending, resumed, launched = 0, [], None, 0
+        mlflow_run = self.mlflow_run_id
         if trainer_config.resume == "auto":
             checkpoint = latest_complete(self.checkpoint_dir)
             if checkpoint is not None:
@@ -189,7 +194,7 @@ class TrainingRun:
                 pending = list(checkpoint.state.get("pending", []))
                 launched = int(checkpoint.state.get("launched", 0)) - len(pending)
                 start_step, resumed = checkpoint.step, checkpoint.path
-                mlflow_run = checkpoint.state.get("mlflow_run_id")
+                mlflow_run = checkpoint.state.get("mlflow_run_id") or mlflow_run
                 self.echo(f"resuming from {checkpoint.path} (step {checkpoint.step})")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         summary = RunSummary(self.run_dir, start_step, 0, resumed_from=resumed)
@@ -252,7 +257,16 @@ class TrainingRun:
         resolved = recipe.model_dump(mode="json")
         params = {
             key: resolved[key]
-            for key in ("policy", "engine", "harness", "tasks", "reward", "trainer", "curriculum")
+            for key in (
+                "policy",
+                "engine",
+                "harness",
+                "tasks",
+                "reward",
+                "trainer",
+                "curriculum",
+                "warm_start",
+            )
         }
         self.tracker.log_params(
             {"recipe": recipe.name, "seed": self.seed, "task_count": task_count, **params}

@@ -27,7 +27,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,8 @@ class WarmStartReport:
     epochs: int
     loss_by_epoch: list[float]
     seconds: float
+    loss_by_step: list[float] = field(default_factory=list)
+    """The NLL per sampled token of each optimizer step (one per micro-batch), in order."""
 
 
 def supervised_warm_start(
@@ -134,6 +136,7 @@ def supervised_warm_start(
     order = list(range(len(rows)))
     rng = random.Random(seed)
     losses: list[float] = []
+    steps: list[float] = []
     started = time.perf_counter()
     for epoch in range(epochs):
         rng.shuffle(order)
@@ -153,7 +156,8 @@ def supervised_warm_start(
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
-            total += float(loss.detach()) * len(group)
+            steps.append(float(loss.detach()))
+            total += steps[-1] * len(group)
             count += len(group)
         losses.append(total / count)
         echo(
@@ -161,7 +165,7 @@ def supervised_warm_start(
             f"({time.perf_counter() - started:.0f} s)"
         )
     optimizer.zero_grad(set_to_none=True)
-    return WarmStartReport(len(rows), epochs, losses, time.perf_counter() - started)
+    return WarmStartReport(len(rows), epochs, losses, time.perf_counter() - started, steps)
 
 
 def save_policy(model: Any, tokenizer: Any, directory: Path) -> str:

@@ -95,6 +95,12 @@ def describe_run(summary: RunSummary, prefect_api_url: str | None = None) -> str
         f"  artifacts:    {summary.artifact_uri} ({', '.join(summary.artifacts) or 'none'})",
         f"  params:       {summary.params}",
     ]
+    before, after = (summary.metrics.get(f"{k}/pass_at_1") for k in ("eval_before", "eval"))
+    if before is not None and after is not None:
+        lines.append(
+            f"  held-out pass@1: {before:.3f} before RL -> {after:.3f} after RL "
+            f"({(after - before) * 100:+.1f} points)"
+        )
     lines += [f"  {name}: {summary.metrics[name]:.4g}" for name in shown[:12]]
     if len(shown) > 12:
         lines.append(f"  ... and {len(shown) - 12} more metrics")

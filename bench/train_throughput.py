@@ -1,0 +1,240 @@
+"""How fast does the embedded trainer train one real step? Reference path vs fast path.
+
+    python bench/train_throughput.py [--tasks 4] [--group-size 4] [--repeats 2]
+                                     [--episodes PATH] [--record]
+
+1. **Episodes**: one step's batch of real SmolLM2-135M micro-swe episodes, `--tasks` tasks x
+   `--group-size` samples, rolled out through `recipes/smollm2-cpu.yaml`'s stack (HF engine,
+   gateway, ReAct harness, bubblewrap sandboxes, verifier). They are recorded once to
+   `--episodes` (default `$AGENT_RL_CACHE/bench/train-throughput-<tasks>x<group>.json`) and
+   reused; `--record` records them again. The recorded rewards are replaced by 1, 0, 1, 0, ...
+   within each group so that every group trains (a flat group would be dropped; what a step
+   costs does not depend on the reward values).
+2. **Steps**: the recipe's trainer (its `micro_batch_tokens`, loss, AdamW) trains that batch
+   `--repeats` times on the reference path (`trainer.backend.shared_prefix: false`: a no-grad
+   forward for the old logprobs, then every row in full with the LM head at every position)
+   and on the fast path (the step's shared prefix once with exact gradients, old logprobs from
+   the same forward, the head at loss positions only), each from the same initial weights, in
+   this process, alternating paths so that machine noise hits both.
+3. **Gradients** (`--no-check` skips it): one more step of each path with the optimizer step
+   held back, and the relative difference of their gradients.
+
+Printed: per path, trained tokens/s (sampled tokens the loss covers / step seconds), step
+seconds (the whole `train_step`: batch, forwards, backwards, clipping, AdamW), peak RSS during
+its steps (VmHWM reset before each), and the fast/reference ratios against the issue's targets:
+>= 3x tokens/s, >= 2x lower step seconds, peak RSS no higher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import gc
+import json
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "smollm2-cpu.yaml"
+
+
+def reset_peak_rss() -> None:
+    """Reset the kernel's resident-set high-water mark of this process (Linux)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss_gib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def load(overrides: list[str]):
+    from uni_agent_core.config import load_recipe
+
+    isolation = "bubblewrap" if shutil.which("bwrap") else "none"
+    return load_recipe(RECIPE, [f"sandbox.isolation={isolation}", *overrides])
+
+
+async def record(recipe, tasks: int, group_size: int) -> list:
+    from uni_agent_core.envs.sources import load_tasks
+    from uni_agent_core.rl.stack import rollout_stack
+
+    chosen = load_tasks(recipe.tasks)[:tasks]
+    async with rollout_stack(recipe, max_concurrency=tasks * group_size) as stack:
+        groups = await asyncio.gather(
+            *(
+                stack.driver.group(task, group_size, run_seed=recipe.seed, step=index)
+                for index, task in enumerate(chosen)
+            )
+        )
+    return [result for group in groups for result in group]
+
+
+def episodes(args: argparse.Namespace, recipe) -> list:
+    from uni_agent_core.models.registry import cache_root
+    from uni_agent_core.types import RolloutResult
+
+    path = Path(
+        args.episodes
+        or cache_root() / "bench" / f"train-throughput-{args.tasks}x{args.group_size}.json"
+    )
+    if args.record or not path.is_file():
+        print(f"recording {args.tasks} x {args.group_size} episodes with {RECIPE.name} ...")
+        clock = time.perf_counter()
+        results = asyncio.run(record(recipe, args.tasks, args.group_size))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([r.model_dump(mode="json") for r in results]))
+        print(f"recorded in {time.perf_counter() - clock:.0f} s -> {path}")
+    results = [RolloutResult.model_validate(row) for row in json.loads(path.read_text())]
+    by_group: dict[str, int] = {}
+    alternated = []
+    for result in results:
+        index = by_group.setdefault(result.group_key, 0)
+        by_group[result.group_key] = index + 1
+        alternated.append(result.model_copy(update={"reward": float(index % 2 == 0)}))
+    return alternated
+
+
+def make_trainer(model, recipe, pad: int, *, shared_prefix: bool):
+    from uni_agent_core.rl.trainer import EmbeddedTrainer
+
+    backend = recipe.trainer.backend
+    return EmbeddedTrainer(
+        copy.deepcopy(model),
+        recipe.trainer,
+        pad_token_id=pad,
+        micro_batch_tokens=backend.micro_batch_tokens,
+        temperature=recipe.gateway.sampling.temperature or 1.0,
+        shared_prefix=shared_prefix,
+    )
+
+
+def timed_step(model, recipe, pad: int, results: list, *, shared_prefix: bool) -> dict:
+    from uni_agent_core.rl.host_memory import release_host_memory
+
+    trainer = make_trainer(model, recipe, pad, shared_prefix=shared_prefix)
+    release_host_memory()
+    reset_peak_rss()
+    clock = time.perf_counter()
+    outcome = trainer.train_step(results)
+    seconds = time.perf_counter() - clock
+    peak = peak_rss_gib()
+    assert outcome.updated, "the step trained nothing"
+    del trainer
+    release_host_memory()
+    return {
+        "seconds": seconds,
+        "tokens": outcome.tokens,
+        "peak_rss_gib": peak,
+        "micro_batches": outcome.metrics["train/micro_batches"],
+        "shared_prefix_tokens": outcome.metrics.get("train/shared_prefix_tokens", 0.0),
+        "pearson": outcome.metrics.get("train/logprob_pearson", float("nan")),
+    }
+
+
+def gradients(model, recipe, pad: int, results: list, *, shared_prefix: bool):
+    import torch
+
+    trainer = make_trainer(model, recipe, pad, shared_prefix=shared_prefix)
+    trainer.optimizer.step = lambda: None
+    trainer.optimizer.zero_grad = lambda set_to_none=True: None
+    trainer.train_step(results)
+    grads = torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+    del trainer
+    gc.collect()
+    return grads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--episodes", help="recorded episodes (JSON); recorded when missing")
+    parser.add_argument("--record", action="store_true", help="record the episodes again")
+    parser.add_argument("--no-check", action="store_true", help="skip the gradient comparison")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+
+    from uni_agent_core.models import load_policy
+
+    recipe = load([f"trainer.group_size={args.group_size}", f"trainer.batch_size={args.tasks}"])
+    results = episodes(args, recipe)
+    model, tokenizer = load_policy(recipe.policy.name, dtype=recipe.policy.dtype)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rows = [t for r in results for t in r.trajectories if t.trainable_tokens]
+    lengths = [len(t.prompt_ids) + len(t.response_ids) for t in rows]
+    print(
+        f"batch: {len(results)} episodes, {len(rows)} rows, {sum(lengths)} tokens "
+        f"(rows {min(lengths)}-{max(lengths)}), {sum(t.trainable_tokens for t in rows)} sampled; "
+        f"micro_batch_tokens {recipe.trainer.backend.micro_batch_tokens}"
+    )
+    paths = {"reference": False, "fast": True}
+    runs: dict[str, list[dict]] = {name: [] for name in paths}
+    for repeat in range(args.repeats):
+        for name, shared in paths.items():
+            run = timed_step(model, recipe, pad, results, shared_prefix=shared)
+            runs[name].append(run)
+            print(
+                f"  repeat {repeat + 1} {name:<9} {run['seconds']:7.1f} s  "
+                f"peak RSS {run['peak_rss_gib']:.2f} GiB  micro-batches {run['micro_batches']:.0f}",
+                flush=True,
+            )
+    summary = {}
+    for name, values in runs.items():
+        seconds = statistics.median(r["seconds"] for r in values)
+        summary[name] = {
+            "step_s": seconds,
+            "tokens_per_s": values[0]["tokens"] / seconds,
+            "peak_rss_gib": max(r["peak_rss_gib"] for r in values),
+            "shared_prefix_tokens": values[0]["shared_prefix_tokens"],
+            "pearson": values[0]["pearson"],
+        }
+    if not args.no_check:
+        reference = gradients(model, recipe, pad, results, shared_prefix=False)
+        fast = gradients(model, recipe, pad, results, shared_prefix=True)
+        summary["gradient_relative_difference"] = float(
+            (fast - reference).norm() / reference.norm()
+        )
+    ref, fast = summary["reference"], summary["fast"]
+    speedup = fast["tokens_per_s"] / ref["tokens_per_s"]
+    step_ratio = ref["step_s"] / fast["step_s"]
+    rss_ratio = fast["peak_rss_gib"] / ref["peak_rss_gib"]
+    print()
+    print(
+        f"embedded trainer, {RECIPE.name}: {len(results)} episodes ({args.tasks} tasks x "
+        f"{args.group_size}), median of {args.repeats} steps per path, shared prefix "
+        f"{fast['shared_prefix_tokens']:.0f} tokens"
+    )
+    print(f"{'path':<12}{'trained tok/s':>15}{'step s':>10}{'peak RSS GiB':>14}")
+    for name in paths:
+        row = summary[name]
+        print(
+            f"{name:<12}{row['tokens_per_s']:>15.1f}{row['step_s']:>10.1f}"
+            f"{row['peak_rss_gib']:>14.2f}"
+        )
+    print(f"{'fast/ref':<12}{speedup:>14.2f}x{1 / step_ratio:>9.2f}x{rss_ratio:>13.2f}x")
+    if "gradient_relative_difference" in summary:
+        print(
+            f"gradients: |fast - reference| / |reference| = "
+            f"{summary['gradient_relative_difference']:.2e}"
+        )
+    print(f"target trained tokens/s >= 3x: {speedup:.2f}x -> {'met' if speedup >= 3 else 'MISSED'}")
+    print(
+        f"target step seconds >= 2x lower: {step_ratio:.2f}x lower -> "
+        f"{'met' if step_ratio >= 2 else 'MISSED'}"
+    )
+    print(
+        f"target peak RSS no higher: {rss_ratio:.2f}x -> {'met' if rss_ratio <= 1.0 else 'MISSED'}"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

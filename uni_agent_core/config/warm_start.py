@@ -1,0 +1,30 @@
+"""The warm-start section: supervised training on gold trajectories before RL.
+
+A policy that cannot yet follow the tool-call format earns no reward, so RL has nothing to
+reinforce. The warm start (`rl/warm_start.py`) runs each training task's gold actions through
+the real stack, keeps the episodes the verifier resolves, and fits the policy to their sampled
+tokens. It is training time, reported apart from RL.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from uni_agent_core.config.base import ConfigModel
+
+
+class WarmStartConfig(ConfigModel):
+    """Gold-trajectory supervised training before RL (off by default)."""
+
+    enabled: bool = False
+    """Run the warm start before difficulty estimation and RL; they then start from its
+    policy."""
+    epochs: int = Field(default=2, ge=1)
+    """Passes over the gold trajectories."""
+    lr: float = Field(default=5e-5, gt=0.0)
+    """AdamW learning rate (one optimizer step per micro-batch)."""
+    tasks: int | None = Field(default=None, ge=1)
+    """Training tasks (of those that passed data validation, in order) whose gold episodes
+    are used; None uses them all. Tasks without a one-line gold patch are skipped."""
+    micro_batch_tokens: int = Field(default=4096, ge=1)
+    """Padded tokens per micro-batch."""

@@ -1,0 +1,188 @@
+"""The warm-start stage of a run: gold trajectories -> supervised training -> a policy to RL from.
+
+`run_warm_start(recipe, run_dir, task_ids)` runs the recipe's `warm_start` section
+(`config/warm_start.py`) with `rl/sft.py`: the gold episodes of the training tasks through the
+real stack, then the NLL fit of their sampled tokens. It writes `<run dir>/warm_start/`:
+
+- `policy/`: the warm-started Hugging Face directory; `warm_started(recipe, result)` is the
+  recipe whose policy it is (difficulty estimation, RL and evaluation start from it);
+- `report.json`: trajectories, epochs, the NLL per epoch and per optimizer step, and the
+  seconds of gold rollouts and of fitting (training time, reported apart from RL);
+- `nll.png`: the NLL curve; `trajectories.jsonl`: the gold episodes it fitted, decoded.
+
+With tracking on, all of it goes to the run's MLflow run (created here, reused by training
+through `mlflow_run_id`). A stage whose report and policy are on disk is reused as it is, so a
+rerun of the flow after a crash goes straight on to RL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.types import TaskSpec, Trajectory
+
+REPORT = "report.json"
+
+
+@dataclass
+class WarmStartResult:
+    """A finished warm start."""
+
+    policy: str
+    """The policy name of the warm-started weights (`hf:<dir>`)."""
+    directory: Path
+    report: dict[str, Any]
+    mlflow_run_id: str | None
+    reused: bool
+    """True when an earlier run's finished stage was taken from disk."""
+
+
+def warm_start_dir(run_dir: Path) -> Path:
+    return run_dir / "warm_start"
+
+
+def warm_started(recipe: Recipe, result: WarmStartResult) -> Recipe:
+    """The recipe with its policy replaced by the warm-started one."""
+    updated = recipe.model_copy(deep=True)
+    updated.policy.name = result.policy
+    return updated
+
+
+def _finished(directory: Path) -> WarmStartResult | None:
+    report_path = directory / REPORT
+    if not report_path.is_file() or not (directory / "policy" / "config.json").is_file():
+        return None
+    report = json.loads(report_path.read_text())
+    return WarmStartResult(
+        f"hf:{(directory / 'policy').resolve()}",
+        directory,
+        report,
+        report.get("mlflow_run_id"),
+        reused=True,
+    )
+
+
+def _write_trajectories(trajectories: Sequence[Trajectory], tokenizer: Any, path: Path) -> None:
+    with path.open("w") as handle:
+        for trajectory in trajectories:
+            row = {
+                "session_id": trajectory.session_id,
+                "prompt_tokens": len(trajectory.prompt_ids),
+                "response_tokens": len(trajectory.response_ids),
+                "sampled_tokens": trajectory.trainable_tokens,
+                "text": tokenizer.decode(trajectory.prompt_ids + trajectory.response_ids),
+            }
+            handle.write(json.dumps(row) + "\n")
+
+
+def _log(recipe: Recipe, directory: Path, report: dict[str, Any], run_id: str | None) -> str:
+    from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
+
+    tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_id=run_id)
+    tracker.log_params({"warm_start": recipe.warm_start.model_dump(mode="json")})
+    for step, loss in enumerate(report["loss_by_step"], start=1):
+        tracker.log_values(step, {"warm_start/nll": loss})
+    tracker.log_values(
+        0,
+        {
+            "warm_start/trajectories": float(report["trajectories"]),
+            "warm_start/gold_s": report["gold_s"],
+            "warm_start/fit_s": report["fit_s"],
+            "warm_start/final_nll": report["loss_by_epoch"][-1],
+        },
+    )
+    for name in (REPORT, "nll.png", "trajectories.jsonl"):
+        tracker.log_artifact(directory / name, "warm_start")
+    tracker.finish()
+    return tracker.run_id
+
+
+def run_warm_start(
+    recipe: Recipe,
+    run_dir: Path,
+    tasks: Sequence[TaskSpec],
+    *,
+    track: bool = True,
+    echo: Callable[[str], None] = print,
+) -> WarmStartResult:
+    """Warm-start the recipe's policy on the gold episodes of `tasks` (or reuse a finished one).
+
+    Raises:
+        ValueError: none of the tasks yields a resolved gold episode.
+    """
+    from uni_agent_core.models import load_policy
+    from uni_agent_core.rl.host_memory import release_host_memory
+    from uni_agent_core.rl.sft import gold_trajectories, save_policy, supervised_warm_start
+    from uni_agent_core.tracking.plots import plot_curves
+
+    directory = warm_start_dir(run_dir)
+    done = _finished(directory)
+    if done is not None:
+        echo(f"warm start: reusing {directory} ({done.report['trajectories']} trajectories)")
+        return done
+    config = recipe.warm_start
+    chosen = list(tasks)[: config.tasks] if config.tasks else list(tasks)
+    directory.mkdir(parents=True, exist_ok=True)
+    clock = time.perf_counter()
+    gold = asyncio.run(gold_trajectories(recipe, chosen, echo=echo))
+    gold_s = time.perf_counter() - clock
+    if not gold:
+        raise ValueError(
+            f"warm_start: none of the {len(chosen)} tasks gave a resolved gold episode (only "
+            "tasks whose gold patch changes one line have gold actions); turn warm_start off"
+        )
+    model, tokenizer = load_policy(
+        recipe.policy.name, dtype="float32", chat_template=recipe.policy.chat_template
+    )
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    fitted = supervised_warm_start(
+        model,
+        gold,
+        epochs=config.epochs,
+        lr=config.lr,
+        micro_batch_tokens=config.micro_batch_tokens,
+        pad_token_id=pad,
+        seed=recipe.seed,
+        echo=echo,
+    )
+    save_policy(model, tokenizer, directory / "policy")
+    del model
+    release_host_memory()
+    _write_trajectories(gold, tokenizer, directory / "trajectories.jsonl")
+    steps = list(enumerate(fitted.loss_by_step, start=1))
+    plot_curves(
+        {recipe.name: {"warm_start/nll": steps}},
+        ["warm_start/nll"],
+        directory / "nll.png",
+        f"{recipe.name}: warm start on {fitted.trajectories} gold trajectories",
+    )
+    report: dict[str, Any] = {
+        "tasks": len(chosen),
+        "trajectories": fitted.trajectories,
+        "epochs": fitted.epochs,
+        "loss_by_epoch": fitted.loss_by_epoch,
+        "loss_by_step": fitted.loss_by_step,
+        "gold_s": gold_s,
+        "fit_s": fitted.seconds,
+        "mlflow_run_id": None,
+    }
+    (directory / REPORT).write_text(json.dumps(report, indent=2))
+    run_id = _log(recipe, directory, report, None) if track else None
+    if run_id is not None:
+        report["mlflow_run_id"] = run_id
+        (directory / REPORT).write_text(json.dumps(report, indent=2))
+    echo(
+        f"warm start: {fitted.trajectories} gold trajectories, nll "
+        f"{fitted.loss_by_epoch[0]:.3f} -> {fitted.loss_by_epoch[-1]:.3f} in "
+        f"{(gold_s + fitted.seconds) / 60:.1f} min"
+    )
+    return WarmStartResult(
+        f"hf:{(directory / 'policy').resolve()}", directory, report, run_id, reused=False
+    )
