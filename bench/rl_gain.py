@@ -1,61 +1,52 @@
-"""Does RL make SmolLM2-135M better at micro-swe? Held-out solve rate before and after training.
+"""Does RL make SmolLM2-135M better at micro-swe? Held-out solve rates before and after RL.
 
-    python bench/rl_gain.py [--train-tasks 32] [--eval-tasks 24] [--sft-epochs 2] [--steps 3]
+    python bench/rl_gain.py [--train-tasks 64] [--eval-tasks 96] [--base-tasks 24]
+                            [--levels L0,L1] [--sft-epochs 3] [--steps 12]
+                            [--set KEY=VALUE ...] [--work DIR] [--json PATH]
 
-Phases, all on this machine, timed, in one process:
+All phases run on this machine, timed, in one process, through the real stack (HF engine,
+gateway, ReAct harness with `editor` and `submit`, bubblewrap sandboxes, hidden tests in a
+fresh sandbox), in the setting of `bench/_smollm2_rl.py`:
 
-1. **base**: `recipes/smollm2-cpu.yaml`'s policy (SmolLM2-135M-Instruct) on held-out micro-swe
-   tasks of levels L0-L1 (a `heldout` split: bugs that never occur in training), greedy, one
-   sample per task, through the real stack (HF engine, gateway, ReAct harness with `editor` and
-   `submit`, bubblewrap sandboxes, hidden tests in a fresh sandbox).
-2. **warm start** (reported separately, allowed by the issue): gold trajectories of the train
-   tasks (`rl/sft.py`: view the file, the one-line gold edit, `submit`, run through the same
-   stack with a scripted engine and kept only when the verifier resolves them), then supervised
-   training on their sampled tokens; evaluated like the base.
-3. **RL**: `--steps` steps of `trainer.mode: colocated_async` GRPO from the warm-started policy
-   on the train tasks (L0-L1), then the final checkpoint evaluated like the base.
+1. **base**: SmolLM2-135M-Instruct, greedy, one sample per task, on the first `--base-tasks`
+   of a held-out suite (micro-swe `heldout` split of `--levels`: bugs never trained on).
+2. **warm start**: the recipe's `warm_start` stage (`rl/warm_start.py`): the gold episodes of
+   the `--train-tasks` training tasks, then `--sft-epochs` of NLL fitting; evaluated like the
+   base on all `--eval-tasks`.
+3. **RL**: `--steps` steps of `colocated_async` GRPO from the warm-started policy on the
+   training tasks (`--set` overrides the recipe: lr, group size, temperature, loss, ...), then
+   the final checkpoint evaluated on the same `--eval-tasks`.
 
-Printed: the solve rate of each phase with its delta to the base, the minutes each phase took,
-and whether the target was met: after RL at least +10 points over the base with at most 45
-minutes of training (gold trajectories, warm start and RL; the three evaluations only measure
-and are timed apart).
+Printed: the solve rate of each phase, overall and per level; the RL-only delta (after RL
+minus warm start) with a paired bootstrap 95% interval over the held-out tasks; the minutes
+of each phase; and whether the target is met: an RL-only delta >= +10 points whose interval's
+lower bound is above 0, in <= 60 minutes of RL. `curves.png` in the work directory plots the
+RL steps' train reward, pass rate, response length and grad norm.
+
+A killed run continues where it stopped when started again with the same `--work`: the warm
+start is reused, evaluations skip finished samples, and RL resumes from its checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import shutil
+import json
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _smollm2_rl import load
 
-COMMON = [
-    "harness.tools=[editor,submit]",
-    "harness.max_turns=4",
-    "harness.wall_clock_s=300",
-    "gateway.sampling.max_tokens=128",
-    "trainer.max_context_tokens=4096",
-    "trainer.max_response_tokens=3072",
-    "tasks.levels=[L0,L1]",
-    "curriculum.enabled=false",
-    "eval.k=1",
-]
+CURVES = (
+    "train/reward_mean",
+    "train/pass_rate",
+    "train/response_tokens_mean",
+    "train/grad_norm",
+)
 
 
-def load(overrides: list[str]):
-    from uni_agent_core.config import load_recipe
-
-    isolation = "bubblewrap" if shutil.which("bwrap") else "none"
-    return load_recipe(
-        ROOT / "recipes" / "smollm2-cpu.yaml",
-        [*COMMON, f"sandbox.isolation={isolation}", *overrides],
-    )
-
-
-def solve_rate(recipe, suite: Path, run_dir: Path, checkpoint: str, label: str) -> float:
+def evaluate(recipe, suite: Path, work: Path, label: str, checkpoint: str, tasks: int):
+    """Greedy held-out evaluation; returns the summary and each task's solve rate."""
     from uni_agent_core.eval.commands import run_evaluation
 
     greedy = recipe.model_copy(deep=True)
@@ -65,109 +56,165 @@ def solve_rate(recipe, suite: Path, run_dir: Path, checkpoint: str, label: str) 
         suite=str(suite),
         checkpoint=checkpoint,
         k=1,
-        out=str(run_dir / f"eval-{label}"),
+        out=str(work / f"eval-{label}"),
+        max_tasks=tasks,
         concurrency=8,
-        run_dir=run_dir,
+        run_dir=work / "rl",
     )
-    rate = done.summary.pass_at_1
-    print(f"[{label}] held-out solve rate {rate:.3f} over {done.tasks} tasks", flush=True)
-    return rate
+    per_task: dict[str, list[float]] = {}
+    for line in (done.out_dir / "samples.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        per_task.setdefault(row["task_id"], []).append(float(row["resolved"]))
+    solved = {task: sum(v) / len(v) for task, v in per_task.items()}
+    levels = ", ".join(
+        f"{level} {scores['pass@1']:.3f}" for level, scores in sorted(done.summary.by_level.items())
+    )
+    print(
+        f"[{label}] held-out solve rate {done.summary.pass_at_1:.3f} over {done.tasks} tasks "
+        f"({levels})",
+        flush=True,
+    )
+    return done.summary, solved
+
+
+def plot(metrics: Path, target: Path) -> Path:
+    from uni_agent_core.tracking.plots import plot_curves
+
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    series = {"rl": {key: [(r["step"], r[key]) for r in rows if key in r] for key in CURVES}}
+    return plot_curves(series, CURVES, target, "SmolLM2-135M micro-swe RL")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train-tasks", type=int, default=32)
-    parser.add_argument("--eval-tasks", type=int, default=24)
-    parser.add_argument("--sft-epochs", type=int, default=2)
+    parser.add_argument("--train-tasks", type=int, default=64)
+    parser.add_argument("--eval-tasks", type=int, default=96)
+    parser.add_argument("--base-tasks", type=int, default=24)
+    parser.add_argument("--levels", default="L0,L1")
+    parser.add_argument("--sft-epochs", type=int, default=3)
     parser.add_argument("--sft-lr", type=float, default=5e-5)
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="recipe override for RL")
     parser.add_argument("--work", help="working directory (default: a temporary one)")
+    parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
 
     from uni_agent_core.envs.micro_swe.generator import generate, write_dataset
     from uni_agent_core.envs.sources import load_tasks
-    from uni_agent_core.models import load_policy
+    from uni_agent_core.eval.metrics import paired_bootstrap_delta
     from uni_agent_core.rl.host_memory import release_host_memory
     from uni_agent_core.rl.run import TrainingRun
-    from uni_agent_core.rl.sft import gold_trajectories, save_policy, supervised_warm_start
+    from uni_agent_core.rl.warm_start import run_warm_start, warm_started
 
+    levels = args.levels.split(",")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-rl-gain-"))
+    work.mkdir(parents=True, exist_ok=True)
     suite = work / "heldout"
-    write_dataset(generate(args.eval_tasks, args.seed, ["L0", "L1"], "heldout"), suite)
-    train = [f"tasks.n={args.train_tasks}", f"tasks.seed={args.seed}"]
-    minutes: dict[str, float] = {}
-    rates: dict[str, float] = {}
-    started = time.perf_counter()
-
-    clock = time.perf_counter()
-    base = load(train)
-    rates["base"] = solve_rate(base, suite, work / "base", "none", "base")
-    minutes["base"] = (time.perf_counter() - clock) / 60
-    release_host_memory()  # one process runs every phase: give each phase's freed memory back
-
-    clock = time.perf_counter()
-    tasks = load_tasks(base.tasks)
-    gold = asyncio.run(gold_trajectories(base, tasks))
-    model, tokenizer = load_policy(base.policy.name, dtype="float32", device="cpu")
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    report = supervised_warm_start(
-        model, gold, epochs=args.sft_epochs, lr=args.sft_lr, pad_token_id=pad, seed=args.seed
-    )
-    policy = save_policy(model, tokenizer, work / "warm-start")
-    del model
-    release_host_memory()
-    minutes["warm start (gold + SFT)"] = (time.perf_counter() - clock) / 60
-    clock = time.perf_counter()
-    warm = load([*train, f"policy.name={policy}"])
-    rates["warm start"] = solve_rate(warm, suite, work / "warm", "none", "warm-start")
-    minutes["warm-start eval"] = (time.perf_counter() - clock) / 60
-    release_host_memory()
-
-    clock = time.perf_counter()
-    rl = load(
+    if not suite.exists():
+        write_dataset(generate(args.eval_tasks, args.seed, levels, "heldout"), suite)
+    base = load(
         [
-            *train,
-            f"policy.name={policy}",
+            f"tasks.n={args.train_tasks}",
+            f"tasks.seed={args.seed}",
+            f"tasks.levels=[{args.levels}]",
+            "warm_start.enabled=true",
+            f"warm_start.epochs={args.sft_epochs}",
+            f"warm_start.lr={args.sft_lr}",
             f"trainer.total_steps={args.steps}",
             f"trainer.checkpoint_interval={args.steps}",
-            "trainer.resume=never",
+            "trainer.resume=auto",
+            *args.set,
         ]
     )
-    run_dir = work / "rl"
-    TrainingRun(
-        rl, run_dir=run_dir, track=False, echo=lambda s: print(f"[rl] {s}", flush=True)
-    ).run()
-    minutes["RL"] = (time.perf_counter() - clock) / 60
-    clock = time.perf_counter()
-    rates["after RL"] = solve_rate(rl, suite, run_dir, "latest", "after-rl")
-    minutes["final eval"] = (time.perf_counter() - clock) / 60
-    total = (time.perf_counter() - started) / 60
+    minutes: dict[str, float] = {}
+    summaries: dict = {}
+    solved: dict[str, dict[str, float]] = {}
+    started = time.perf_counter()
 
+    def phase(name: str, clock: float) -> None:
+        minutes[name] = (time.perf_counter() - clock) / 60
+        release_host_memory()  # one process runs every phase: give its freed memory back
+
+    clock = time.perf_counter()
+    summaries["base"], solved["base"] = evaluate(base, suite, work, "base", "none", args.base_tasks)
+    phase("base eval", clock)
+
+    clock = time.perf_counter()
+    warm = run_warm_start(base, work / "rl", load_tasks(base.tasks), track=False)
+    phase("warm start (gold + SFT)", clock)
+    rl = warm_started(base, warm)
+    clock = time.perf_counter()
+    summaries["warm start"], solved["warm start"] = evaluate(
+        rl, suite, work, "warm-start", "none", args.eval_tasks
+    )
+    phase("warm-start eval", clock)
+
+    clock = time.perf_counter()
+    TrainingRun(
+        rl, run_dir=work / "rl", track=False, echo=lambda s: print(f"[rl] {s}", flush=True)
+    ).run()
+    phase("RL", clock)
+    clock = time.perf_counter()
+    summaries["after RL"], solved["after RL"] = evaluate(
+        rl, suite, work, "after-rl", "latest", args.eval_tasks
+    )
+    phase("after-RL eval", clock)
+    total = (time.perf_counter() - started) / 60
+    curves = plot(work / "rl" / "metrics.jsonl", work / "curves.png")
+
+    tasks = sorted(solved["warm start"])
+    delta, low, high = paired_bootstrap_delta(
+        [solved["after RL"][t] for t in tasks], [solved["warm start"][t] for t in tasks]
+    )
+    report = warm.report
     print()
     print(
-        f"SmolLM2-135M, micro-swe L0-L1: {args.train_tasks} train tasks, {args.eval_tasks} "
-        f"held-out tasks (greedy, 1 sample); warm start {report.trajectories} gold "
-        f"trajectories x {args.sft_epochs} epochs (nll {report.loss_by_epoch}); RL {args.steps} "
-        f"steps x {rl.trainer.batch_size} tasks x {rl.trainer.group_size} samples"
+        f"SmolLM2-135M, micro-swe {args.levels}: {args.train_tasks} train tasks; held-out "
+        f"greedy, 1 sample: {args.base_tasks} tasks for the base, {args.eval_tasks} after; warm "
+        f"start {report['trajectories']} gold trajectories x {report['epochs']} epochs (nll "
+        f"{report['loss_by_epoch'][0]:.3f} -> {report['loss_by_epoch'][-1]:.3f}); RL "
+        f"{rl.trainer.total_steps} steps x {rl.trainer.batch_size} tasks x "
+        f"{rl.trainer.group_size} samples, lr {rl.trainer.lr:g}, "
+        f"{rl.trainer.algorithm.policy_loss}/{rl.trainer.algorithm.loss_agg_mode}"
     )
-    print(f"{'policy':<14}{'solve rate':>12}{'delta vs base':>16}")
-    for name, rate in rates.items():
-        print(f"{name:<14}{rate:>12.3f}{(rate - rates['base']) * 100:>+15.1f}pt")
+    all_levels = sorted({lv for s in summaries.values() for lv in s.by_level})
+    header = f"{'policy':<12}{'tasks':>7}{'solve rate':>12}" + "".join(
+        f"{lv:>8}" for lv in all_levels
+    )
+    print(header)
+    for name, summary in summaries.items():
+        per_level = "".join(
+            f"{summary.by_level.get(lv, {}).get('pass@1', float('nan')):>8.3f}" for lv in all_levels
+        )
+        print(f"{name:<12}{summary.tasks:>7}{summary.pass_at_1:>12.3f}{per_level}")
+    print(
+        f"RL-only delta (after RL - warm start, {len(tasks)} paired tasks): "
+        f"{delta * 100:+.1f} points, 95% paired bootstrap interval "
+        f"[{low * 100:+.1f}, {high * 100:+.1f}]"
+    )
     print(f"{'phase':<26}{'minutes':>9}")
     for name, value in minutes.items():
         print(f"{name:<26}{value:>9.1f}")
     print(f"{'total':<26}{total:>9.1f}")
-    gain = (rates["after RL"] - rates["base"]) * 100
-    training = minutes["warm start (gold + SFT)"] + minutes["RL"]
-    met = gain >= 10 and training <= 45
+    met = delta >= 0.10 and low > 0 and minutes["RL"] <= 60
     print(
-        f"target (after RL >= base + 10 pt with <= 45 min of training, warm start included): "
-        f"{'met' if met else 'missed'} ({gain:+.1f} pt after {training:.1f} min of training, "
-        f"{total:.1f} min with the three evaluations; RL alone "
-        f"{(rates['after RL'] - rates['warm start']) * 100:+.1f} pt over the warm start)"
+        f"target (RL-only delta >= +10 points, interval above 0, <= 60 min of RL): "
+        f"{'met' if met else 'MISSED'} ({delta * 100:+.1f} points, lower bound "
+        f"{low * 100:+.1f}, {minutes['RL']:.1f} min of RL)"
     )
-    print(f"work directory: {work}")
+    print(f"curves: {curves}; work directory: {work}")
+    if args.json:
+        figures = {
+            "solve_rate": {n: s.pass_at_1 for n, s in summaries.items()},
+            "by_level": {n: s.by_level for n, s in summaries.items()},
+            "rl_delta": delta,
+            "rl_delta_interval": [low, high],
+            "minutes": minutes,
+            "warm_start": report,
+            "met": met,
+        }
+        Path(args.json).write_text(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

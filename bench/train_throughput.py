@@ -5,11 +5,13 @@
 
 1. **Episodes**: one step's batch of real SmolLM2-135M micro-swe episodes, `--tasks` tasks x
    `--group-size` samples, rolled out through `recipes/smollm2-cpu.yaml`'s stack (HF engine,
-   gateway, ReAct harness, bubblewrap sandboxes, verifier). They are recorded once to
-   `--episodes` (default `$AGENT_RL_CACHE/bench/train-throughput-<tasks>x<group>.json`) and
-   reused; `--record` records them again. The recorded rewards are replaced by 1, 0, 1, 0, ...
-   within each group so that every group trains (a flat group would be dropped; what a step
-   costs does not depend on the reward values).
+   gateway, ReAct harness, bubblewrap sandboxes, verifier) in the RL setting of
+   `bench/rl_gain.py` (`bench/_smollm2_rl.py`: editor + submit, 4 turns of <= 128 tokens).
+   They are recorded once to `--episodes` (default
+   `$AGENT_RL_CACHE/bench/train-throughput-<tasks>x<group>.json`) and reused; `--record`
+   records them again. The recorded rewards are replaced by 1, 0, 1, 0, ... within each group
+   so that every group trains (a flat group would be dropped; what a step costs does not
+   depend on the reward values).
 2. **Steps**: the recipe's trainer (its `micro_batch_tokens`, loss, AdamW) trains that batch
    `--repeats` times on the reference path (`trainer.backend.shared_prefix: false`: a no-grad
    forward for the old logprobs, then every row in full with the LM head at every position)
@@ -32,13 +34,11 @@ import asyncio
 import copy
 import gc
 import json
-import shutil
 import statistics
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RECIPE = ROOT / "recipes" / "smollm2-cpu.yaml"
+from _smollm2_rl import RECIPE, load
 
 
 def reset_peak_rss() -> None:
@@ -51,13 +51,6 @@ def peak_rss_gib() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 2**20
     raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def load(overrides: list[str]):
-    from uni_agent_core.config import load_recipe
-
-    isolation = "bubblewrap" if shutil.which("bwrap") else "none"
-    return load_recipe(RECIPE, [f"sandbox.isolation={isolation}", *overrides])
 
 
 async def record(recipe, tasks: int, group_size: int) -> list:
@@ -167,7 +160,12 @@ def main() -> None:
     results = episodes(args, recipe)
     model, tokenizer = load_policy(recipe.policy.name, dtype=recipe.policy.dtype)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    rows = [t for r in results for t in r.trajectories if t.trainable_tokens]
+    rows = [t for r in results if not r.abnormal for t in r.trajectories if t.trainable_tokens]
+    if not rows:
+        raise SystemExit(
+            f"no trainable episode among the {len(results)} recorded ones (exits: "
+            f"{sorted({r.exit_reason.value for r in results})}); record again with --record"
+        )
     lengths = [len(t.prompt_ids) + len(t.response_ids) for t in rows]
     print(
         f"batch: {len(results)} episodes, {len(rows)} rows, {sum(lengths)} tokens "

@@ -1,10 +1,12 @@
-"""pass@k (the unbiased estimator of Chen et al., 2021) and avg@k over per-sample results."""
+"""pass@k (the unbiased estimator of Chen et al., 2021) and avg@k over per-sample results, and
+the paired bootstrap interval of a difference between two evaluations of the same tasks."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from math import comb
+from random import Random
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,6 +26,37 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def paired_bootstrap_delta(
+    after: Sequence[float],
+    before: Sequence[float],
+    *,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Mean of `after - before` over paired tasks, and its percentile bootstrap interval.
+
+    Tasks are resampled with replacement, keeping each task's two scores together (the pairing
+    removes the spread of task difficulty from the interval).
+
+    Returns:
+        `(delta, low, high)`.
+
+    Raises:
+        ValueError: the sequences are empty or of different lengths.
+    """
+    if not after or len(after) != len(before):
+        raise ValueError(f"need paired scores, got {len(after)} and {len(before)}")
+    differences = [a - b for a, b in zip(after, before, strict=True)]
+    n = len(differences)
+    rng = Random(seed)
+    means = sorted(sum(rng.choices(differences, k=n)) / n for _ in range(resamples))
+    tail = (1.0 - confidence) / 2
+    low = means[int(tail * (resamples - 1))]
+    high = means[int(round((1.0 - tail) * (resamples - 1)))]
+    return sum(differences) / n, low, high
 
 
 class SampleRow(BaseModel):

@@ -14,7 +14,9 @@ trained and served on:
    episodes the verifier scores as resolved are kept. The gateway records the tokens, so the
    trajectories are what the policy would have had to sample, token for token.
 3. `supervised_warm_start(model, trajectories)`: AdamW on the negative log-likelihood of the
-   sampled (mask 1) tokens, in micro-batches by token budget; context tokens carry no loss.
+   sampled (mask 1) tokens, in micro-batches by token budget (counted after the prompt prefix
+   the rows share, which runs once per micro-batch with exact gradients, as in the RL
+   trainer); context tokens carry no loss.
 
 Tasks with multi-line or multi-file gold patches (micro-swe L3, most real SWE tasks) have no
 gold action here and are skipped.
@@ -35,8 +37,8 @@ import torch
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.envs.patches import single_line_change
-from uni_agent_core.rl.batch import trajectories_to_batch
-from uni_agent_core.rl.logprobs import token_logprobs
+from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
+from uni_agent_core.rl.prefix_forward import SharedPrefix, common_prefix_length, row_logprobs
 from uni_agent_core.rl.trainer import micro_batches
 from uni_agent_core.types import TaskSpec, Trajectory
 
@@ -142,18 +144,13 @@ def supervised_warm_start(
         rng.shuffle(order)
         batch = trajectories_to_batch([rows[i] for i in order], pad_token_id=pad_token_id)
         lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
+        shared = _shared_prefix(batch, range(batch.size))
         total, count = 0.0, 0
-        for group in micro_batches(lengths, micro_batch_tokens):
-            width = int(batch.attention_mask_B_T[group].sum(dim=1).max())
-            mask = batch.loss_mask_B_T[group, :width].to(device).float()
-            logprobs = token_logprobs(
-                model,
-                batch.input_ids_B_T[group, :width].to(device),
-                batch.attention_mask_B_T[group, :width].to(device),
-            )
-            loss = -(logprobs * mask).sum() / mask.sum().clamp(min=1.0)
+        for group in micro_batches([n - shared for n in lengths], micro_batch_tokens):
+            loss, prefix = _nll(model, batch, group, device)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            prefix.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             steps.append(float(loss.detach()))
@@ -166,6 +163,33 @@ def supervised_warm_start(
         )
     optimizer.zero_grad(set_to_none=True)
     return WarmStartReport(len(rows), epochs, losses, time.perf_counter() - started, steps)
+
+
+def _shared_prefix(batch: TrajectoryBatch, rows: Sequence[int]) -> int:
+    """Tokens every row of `rows` shares before the first position its loss needs."""
+    first_loss = int(batch.loss_mask_B_T[list(rows)].argmax(dim=1).min())
+    ids = [batch.input_ids_B_T[r, : int(batch.attention_mask_B_T[r].sum())] for r in rows]
+    return common_prefix_length(ids, limit=first_loss - 1)
+
+
+def _nll(
+    model: Any, batch: TrajectoryBatch, rows: list[int], device: Any
+) -> tuple[torch.Tensor, SharedPrefix]:
+    """Mean NLL of the sampled tokens of `rows`, and their shared prefix (run once): call
+    `backward()` on the loss, then on the prefix, to have the exact gradients."""
+    start = _shared_prefix(batch, rows)
+    width = int(batch.attention_mask_B_T[rows].sum(dim=1).max())
+    prefix = SharedPrefix(model, batch.input_ids_B_T[rows[0], :start].to(device))
+    mask = batch.loss_mask_B_T[rows, :width].to(device)
+    logprobs = row_logprobs(
+        prefix,
+        batch.input_ids_B_T[rows, :width].to(device),
+        batch.attention_mask_B_T[rows, :width].to(device),
+        mask,
+    )
+    suffix_mask = mask[:, start:].float()
+    loss = -(logprobs * suffix_mask).sum() / suffix_mask.sum().clamp(min=1.0)
+    return loss, prefix
 
 
 def save_policy(model: Any, tokenizer: Any, directory: Path) -> str:

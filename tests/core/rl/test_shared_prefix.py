@@ -168,3 +168,25 @@ def test_common_prefix_length() -> None:
     assert common_prefix_length(rows, limit=1) == 1
     assert common_prefix_length(rows, limit=-1) == 0
     assert common_prefix_length([torch.tensor([4, 5])], limit=10) == 2
+
+
+def test_warm_start_nll_gradients_equal_full_rows(policy) -> None:
+    from uni_agent_core.rl.batch import trajectories_to_batch
+    from uni_agent_core.rl.sft import _nll
+
+    rows = [t for r in _batch(policy)[:4] for t in r.trajectories]
+    batch = trajectories_to_batch(rows, pad_token_id=0)
+    fast_model, full_model = copy.deepcopy(policy), copy.deepcopy(policy)
+    loss, prefix = _nll(fast_model, batch, list(range(4)), "cpu")
+    assert prefix.length == len(SYSTEM)
+    loss.backward()
+    prefix.backward()
+    mask = batch.loss_mask_B_T.float()
+    logprobs = token_logprobs(full_model, batch.input_ids_B_T, batch.attention_mask_B_T)
+    full = -(logprobs * mask).sum() / mask.sum()
+    full.backward()
+    assert float(loss) == pytest.approx(float(full), rel=1e-5)
+    grads = [
+        torch.cat([p.grad.flatten() for p in m.parameters()]) for m in (fast_model, full_model)
+    ]
+    assert _relative(grads[0], grads[1]) < 1e-5
