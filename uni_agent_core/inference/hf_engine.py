@@ -7,7 +7,7 @@ What it does per scheduler step (one call into the process-wide compute thread, 
 2. admit waiting requests up to `max_batch_size`: each is prefilled alone, reusing the longest
    cached prefix of its prompt from the `PrefixCache`, and samples its first token;
 3. decode one token for every running row in one batched forward pass over a left-padded
-   `KVBatch`;
+   `KVBatch` (which appends the new KV column in place);
 4. finish rows that sampled a stop token or ran out of budget, storing their KV in the prefix
    cache, and resolve their futures.
 
@@ -366,8 +366,6 @@ class HFEngine:
         return kv
 
     def _decode(self) -> list[GenerationSequence]:
-        from transformers import DynamicCache
-
         rows = self._running
         out = self.model(
             input_ids=torch.tensor(
@@ -375,10 +373,10 @@ class HFEngine:
             ),
             attention_mask=self._batch.attention_mask(extra=1).to(self.device),
             position_ids=self._batch.positions().to(self.device),
-            past_key_values=DynamicCache(ddp_cache_data=self._batch.layers),
+            past_key_values=self._batch.cache(),
             use_cache=True,
         )
-        self._batch.replace(_kv_of(out.past_key_values))
+        self._batch.advance()
         tokens, logprobs = sample_tokens(
             out.logits[:, -1], [s.sampling for s in rows], [s.generator for s in rows]
         )
