@@ -37,15 +37,17 @@ test: setup
 
 # The demo is the user's path: a local Prefect stack (server on 127.0.0.1:$(DEMO_PORT) with its
 # sqlite database in .prefect/, the cpu/gpu/ascend pools, every deployment, a worker on cpu), then
-# the `agent-rl/train` deployment on the embedded default recipe, watched to the end: validate
-# data -> Best-of-N difficulty -> colocated async GRPO -> evaluate the checkpoint -> MLflow
-# (sqlite:///mlruns.db). It ends by printing where the MLflow run is and how to open both UIs.
+# the `agent-rl/train` deployment on recipes/demo-cpu.yaml (SmolLM2-135M), watched to the end:
+# validate data -> warm start on gold trajectories -> held-out eval before RL -> colocated async
+# GRPO -> held-out eval of the final checkpoint -> MLflow (sqlite:///mlruns.db). It ends by
+# printing the MLflow run with held-out pass@1 before -> after RL and how to open both UIs.
 # The stack stays up for those UIs; `agent-rl stack down` stops it.
 DEMO_PORT   ?= 4200
-DEMO_RECIPE ?= recipes/tiny-cpu.yaml
+DEMO_RECIPE ?= recipes/demo-cpu.yaml
+DEMO_POLICY ?= smollm2-135m
 
 demo: setup
-	$(BIN)/agent-rl models prepare tiny
+	$(BIN)/agent-rl models prepare $(DEMO_POLICY)
 	$(BIN)/agent-rl stack up --port $(DEMO_PORT)
 	@eval "$$($(BIN)/agent-rl stack env)" && export PATH="$(CURDIR)/$(BIN):$$PATH" && \
 	  echo "+ prefect deployment run agent-rl/train --param recipe=$(DEMO_RECIPE) --watch" && \

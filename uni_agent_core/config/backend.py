@@ -31,8 +31,9 @@ class EmbeddedBackendConfig(ConfigModel):
     device: HostDevice = "auto"
     """Device that runs the optimizer step."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
-    """Padded tokens per forward/backward micro-batch (counted after the step's shared
-    prefix); gradients accumulate over micro-batches."""
+    """Padded tokens per forward/backward micro-batch (counted after the step's shared prefix
+    on the fast path, which on a CPU forwards one row at a time); gradients accumulate over
+    micro-batches."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory (takes the reference path:
     HF turns the KV cache off under checkpointing, so `shared_prefix` does not apply)."""

@@ -10,7 +10,8 @@ contributes through every row's attention), not a detached approximation.
 
 `row_logprobs` then projects onto the vocabulary only the positions whose next token carries
 loss (the LM head and `log_softmax` over 49K columns are skipped on prompt and tool-output
-positions), in checkpointed chunks like `logprobs.token_logprobs`.
+positions); more than `chunk_tokens` of them go in checkpointed chunks like
+`logprobs.token_logprobs` (one chunk is kept, not recomputed in the backward pass).
 
 Shapes: B rows, S suffix tokens (a row's tokens after the prefix), N loss positions.
 """
@@ -53,26 +54,47 @@ def _cache(model: Any, layers: Sequence[tuple[torch.Tensor, torch.Tensor]], rows
 
 
 class SharedPrefix:
-    """One step's shared prefix: its keys/values for the rows, and its deferred backward."""
+    """A prefix shared by rows: its keys/values for them, and its deferred backward.
 
-    def __init__(self, model: Any, prefix_ids: torch.Tensor) -> None:
-        """Run the decoder over `prefix_ids` (1-D); with grad enabled the graph is kept until
-        `backward()`. An empty prefix makes every row run in full."""
+    Prefixes nest: `extend(ids)` makes the prefix of a subset of rows that continue this one
+    with the same `ids` (the GRPO group's task statement after the step's system prompt); its
+    backward sends gradients into the weights and into this prefix's keys/values, so the
+    nested prefix must run its `backward()` before this one.
+    """
+
+    def __init__(
+        self, model: Any, prefix_ids: torch.Tensor, parent: SharedPrefix | None = None
+    ) -> None:
+        """Run the decoder over `prefix_ids` (1-D; the tokens after `parent`'s, if given); with
+        grad enabled the graph is kept until `backward()`. An empty prefix without a parent
+        makes every row run in full."""
         self.model = model
-        self.length = int(prefix_ids.numel())
+        self.length = int(prefix_ids.numel()) + (parent.length if parent else 0)
         self._outputs: list[torch.Tensor] = []
         self._leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if parent is not None and prefix_ids.numel() == 0:
+            self._leaves = parent._leaves
+            return
         if self.length == 0:
             return
         decoder, _ = decoder_and_head(model)
         ids = prefix_ids.view(1, -1)
-        out = decoder(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+        if parent is not None:
+            mask = torch.ones((1, self.length), dtype=ids.dtype, device=ids.device)
+            cache = _cache(model, parent._leaves, 1)
+            out = decoder(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+        else:
+            out = decoder(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
         for keys, values, *_ in out.past_key_values:
             if torch.is_grad_enabled():
                 self._outputs += [keys, values]
                 keys = keys.detach().requires_grad_(True)
                 values = values.detach().requires_grad_(True)
             self._leaves.append((keys, values))
+
+    def extend(self, ids: torch.Tensor) -> SharedPrefix:
+        """The nested prefix `self + ids` (1-D ids after this prefix's tokens)."""
+        return SharedPrefix(self.model, ids, parent=self)
 
     def hidden(self, suffix_ids_B_S: torch.Tensor, suffix_mask_B_S: torch.Tensor) -> torch.Tensor:
         """Last hidden states of rows `prefix + suffix` at their suffix positions: [B, S, H]."""
@@ -98,7 +120,8 @@ class SharedPrefix:
         self.release()
 
     def release(self) -> None:
-        """Drop the prefix graph and its keys/values."""
+        """Drop the prefix graph and its keys/values (a nested prefix that added no tokens
+        shares its parent's, which stay)."""
         self._outputs, self._leaves = [], []
 
 
@@ -134,10 +157,11 @@ def row_logprobs(
     targets_N = input_ids_B_T[rows, tokens + start]
     _, head = decoder_and_head(prefix.model)
     pieces = []
+    chunked = int(targets_N.numel()) > chunk_tokens
     for first in range(0, int(targets_N.numel()), chunk_tokens):
         chunk = (head, hidden_N_H[first : first + chunk_tokens])
         chunk += (targets_N[first : first + chunk_tokens], temperature)
-        if torch.is_grad_enabled():
+        if chunked and torch.is_grad_enabled():
             pieces.append(checkpoint(chunk_logprobs, *chunk, use_reentrant=False))
         else:
             pieces.append(chunk_logprobs(*chunk))

@@ -8,9 +8,11 @@ old-policy logprobs are the current weights' own: they are taken, detached, from
 forward that the loss differentiates (or from the engine in bypass mode), which also yields the
 rollout-vs-trainer consistency metrics on tokens sampled at the trainer's own version;
 truncated importance weights correct the rest. The prompt prefix every row of the step shares
-(system + tools) runs once, with exact gradients (`prefix_forward.SharedPrefix`), and the LM
-head runs only at loss positions. Rows after that prefix are split, longest first, into
-micro-batches by padded-token budget; gradients accumulate (the loss is normalised over the
+(system + tools) runs once, the longer prefix of each GRPO group (its task statement) once per
+group, both with exact gradients (`prefix_forward.SharedPrefix`), and the LM head runs only at
+loss positions. The rows after that prefix go longest first, one per
+forward on a CPU (batching them was slower there), else in micro-batches by padded-token
+budget; gradients accumulate (the loss is normalised over the
 whole step, so accumulation equals one large batch), are clipped, and AdamW steps. The policy
 version then increases by one; `engine_state()` is what the engines load.
 
@@ -187,15 +189,18 @@ class EmbeddedTrainer:
         )
         rows: list[Trajectory] = []
         row_advantages: list[float] = []
+        row_groups: list[str] = []
         for result, advantage in zip(kept, advantages_E.tolist(), strict=True):
             for trajectory in result.trajectories:
                 if trajectory.trainable_tokens:
                     rows.append(trajectory)
                     row_advantages.append(advantage)
+                    row_groups.append(result.group_key)
         batch = trajectories_to_batch(
             rows, pad_token_id=self.pad_token_id, max_length=self.config.max_context_tokens
         )
-        metrics = self._update(batch, torch.tensor(row_advantages, dtype=torch.float32))
+        advantages_B = torch.tensor(row_advantages, dtype=torch.float32)
+        metrics = self._update(batch, advantages_B, row_groups)
         tokens, size = int(batch.loss_mask_B_T.sum()), batch.size
         del batch
         release_host_memory()  # the step's activations, back to the OS (see host_memory.py)
@@ -205,15 +210,23 @@ class EmbeddedTrainer:
 
     def _diagnose(self, results: Sequence[RolloutResult]) -> dict[str, float]:
         """Consistency metrics of a step that trains on nothing (every group was flat)."""
-        rows = [t for r in results if not r.abnormal for t in r.trajectories if t.trainable_tokens]
-        if not rows:
+        pairs = [
+            (t, r.group_key)
+            for r in results
+            if not r.abnormal
+            for t in r.trajectories
+            if t.trainable_tokens
+        ]
+        if not pairs:
             return {}
         batch = trajectories_to_batch(
-            rows, pad_token_id=self.pad_token_id, max_length=self.config.max_context_tokens
+            [t for t, _ in pairs],
+            pad_token_id=self.pad_token_id,
+            max_length=self.config.max_context_tokens,
         )
         if self.shared_prefix:
             with torch.no_grad():
-                old = self._shared_prefix_pass(batch, None)
+                old = self._shared_prefix_pass(batch, None, groups_B=[g for _, g in pairs])
         else:
             old = self._old_logprobs(batch)
         return self._consistency(batch, old)
@@ -237,7 +250,9 @@ class EmbeddedTrainer:
             chunk_tokens=self.chunk_tokens,
         ).cpu()
 
-    def _update(self, batch: TrajectoryBatch, advantages_B: torch.Tensor) -> dict[str, float]:
+    def _update(
+        self, batch: TrajectoryBatch, advantages_B: torch.Tensor, groups_B: Sequence[str]
+    ) -> dict[str, float]:
         mask = batch.loss_mask_B_T
         self.loss.set_step_totals(tokens=int(mask.sum()), rows=int((mask.sum(dim=1) > 0).sum()))
         for group in self.optimizer.param_groups:
@@ -245,7 +260,7 @@ class EmbeddedTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.shared_prefix:
             accumulated: dict[str, float] = {}
-            old = self._shared_prefix_pass(batch, advantages_B, accumulated)
+            old = self._shared_prefix_pass(batch, advantages_B, accumulated, groups_B)
             metrics = self._consistency(batch, old)
             metrics.update(accumulated)
         else:
@@ -270,50 +285,75 @@ class EmbeddedTrainer:
         batch: TrajectoryBatch,
         advantages_B: torch.Tensor | None,
         metrics: dict[str, float] | None = None,
+        groups_B: Sequence[str] | None = None,
     ) -> torch.Tensor:
         """The trainer's logprobs of every sampled token ([B, T], 0.0 elsewhere); with
         advantages, also the loss's gradients, accumulated into the model (and its metrics into
-        `metrics`). The step's shared prefix runs once; rows go longest first."""
+        `metrics`). The prefix every row shares runs once, and the longer prefix the rows of one
+        GRPO group share (`groups_B`: their task statement) once per group; rows go longest
+        first, one per forward on a CPU, else in micro-batches of `micro_batch_tokens` padded
+        tokens after their prefix."""
         mask = batch.loss_mask_B_T
         lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
-        first_loss = int(mask.argmax(dim=1).min())
-        rows_ids = [batch.input_ids_B_T[row, :length] for row, length in enumerate(lengths)]
-        start = common_prefix_length(rows_ids, limit=first_loss - 1)
-        order = sorted(range(batch.size), key=lambda row: -lengths[row])
-        groups = [
-            [order[i] for i in group]
-            for group in micro_batches([lengths[r] - start for r in order], self.micro_batch_tokens)
-        ]
+        first_loss = mask.argmax(dim=1).tolist()
+        ids = [batch.input_ids_B_T[row, :length] for row, length in enumerate(lengths)]
+        start = common_prefix_length(ids, limit=min(first_loss) - 1)
+        members: dict[str, list[int]] = {}
+        for row in sorted(range(batch.size), key=lambda row: -lengths[row]):
+            members.setdefault(groups_B[row] if groups_B else "", []).append(row)
+        training = advantages_B is not None and metrics is not None
         old = torch.zeros_like(batch.rollout_logprobs_B_T)
-        prefix = SharedPrefix(self.model, batch.input_ids_B_T[0, :start].to(self.device))
-        total_loss = 0.0
-        for rows in groups:
-            width = int(max(lengths[r] for r in rows))
-            values = row_logprobs(
-                prefix,
-                batch.input_ids_B_T[rows, :width].to(self.device),
-                batch.attention_mask_B_T[rows, :width].to(self.device),
-                mask[rows, :width].to(self.device),
-                temperature=self.temperature,
-                chunk_tokens=self.chunk_tokens,
-            ).cpu()
-            old[rows, start:width] = values.detach()
-            if advantages_B is None or metrics is None:
-                continue
-            loss, step_metrics = self._micro_batch_loss(
-                batch, advantages_B, rows, slice(start, width), values
+        step_prefix = SharedPrefix(self.model, batch.input_ids_B_T[0, :start].to(self.device))
+        total_loss, forwards, group_tokens = 0.0, 0, 0
+        sums: dict[str, float] = {}
+        for rows in members.values():
+            shared = common_prefix_length(
+                [ids[r] for r in rows], min(first_loss[r] for r in rows) - 1
             )
-            loss.backward()
-            total_loss += float(loss.detach())
-            for key, value in step_metrics.items():
-                metrics[key] = metrics.get(key, 0.0) + float(value) / len(groups)
-        if advantages_B is not None and metrics is not None:
-            prefix.backward()
+            prefix = step_prefix.extend(batch.input_ids_B_T[rows[0], start:shared].to(self.device))
+            group_tokens += shared - start
+            for chunk in self._forward_chunks(rows, [lengths[r] - shared for r in rows]):
+                width = int(max(lengths[r] for r in chunk))
+                values = row_logprobs(
+                    prefix,
+                    batch.input_ids_B_T[chunk, :width].to(self.device),
+                    batch.attention_mask_B_T[chunk, :width].to(self.device),
+                    mask[chunk, :width].to(self.device),
+                    temperature=self.temperature,
+                    chunk_tokens=self.chunk_tokens,
+                ).cpu()
+                old[chunk, shared:width] = values.detach()
+                forwards += 1
+                if not training:
+                    continue
+                loss, step_metrics = self._micro_batch_loss(
+                    batch, advantages_B, chunk, slice(shared, width), values
+                )
+                loss.backward()
+                total_loss += float(loss.detach())
+                for key, value in step_metrics.items():
+                    sums[key] = sums.get(key, 0.0) + float(value)
+            if training:
+                prefix.backward()
+            prefix.release()
+        if training:
+            step_prefix.backward()
+            metrics.update({key: value / forwards for key, value in sums.items()})
             metrics["train/loss"] = total_loss
-            metrics["train/micro_batches"] = float(len(groups))
+            metrics["train/micro_batches"] = float(forwards)
             metrics["train/shared_prefix_tokens"] = float(start)
-        prefix.release()
+            metrics["train/group_prefix_tokens_mean"] = group_tokens / len(members)
+        step_prefix.release()
         return old
+
+    def _forward_chunks(self, rows: list[int], suffixes: list[int]) -> list[list[int]]:
+        """Rows of one forward each on a CPU (no padding: on 2 cores three SmolLM2 rows batched
+        took 24% longer than one at a time, even at equal lengths), else micro-batches."""
+        if self.device.type == "cpu":
+            return [[row] for row in rows]
+        return [
+            [rows[i] for i in group] for group in micro_batches(suffixes, self.micro_batch_tokens)
+        ]
 
     def _micro_batch_loss(
         self,

@@ -117,6 +117,9 @@ def test_fast_path_loss_and_gradients_equal_the_reference(policy, algorithm, mic
         _trainer(policy, shared_prefix=False, **algorithm), results
     )
     assert fast.metrics["train/shared_prefix_tokens"] == len(SYSTEM)
+    # each group's task statement (5 tokens, the last one predicting the first sampled token
+    # stays in the rows) runs once per group, nested in the step's prefix
+    assert fast.metrics["train/group_prefix_tokens_mean"] == 4
     # the surrogate's value is a mean of advantages at ratio 1 (near 0): compare it absolutely
     assert fast.metrics["train/loss"] == pytest.approx(
         reference.metrics["train/loss"], rel=1e-5, abs=1e-6
