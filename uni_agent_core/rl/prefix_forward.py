@@ -112,7 +112,11 @@ class SharedPrefix:
         ).last_hidden_state
 
     def backward(self) -> None:
-        """Send the gradients the rows left on the prefix's keys/values through the prefix."""
+        """Send the gradients the rows left on the prefix's keys/values through the prefix (a
+        nested prefix that added no tokens leaves them on its parent's, for the parent's)."""
+        if not self._outputs:
+            self.release()
+            return
         grads = [leaf.grad for pair in self._leaves for leaf in pair]
         pairs = [(o, g) for o, g in zip(self._outputs, grads, strict=True) if g is not None]
         if pairs:

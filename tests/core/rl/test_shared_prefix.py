@@ -131,6 +131,14 @@ def test_fast_path_loss_and_gradients_equal_the_reference(policy, algorithm, mic
         assert fast.metrics[key] == pytest.approx(reference.metrics[key], rel=1e-4, abs=1e-7)
 
 
+def test_one_group_whose_prefix_is_the_steps_gives_the_reference_gradients(policy) -> None:
+    results = _batch(policy)[:3]  # one group: its prefix adds nothing to the step's
+    fast, fast_grads = _gradients(_trainer(policy, shared_prefix=True), results)
+    _, reference_grads = _gradients(_trainer(policy, shared_prefix=False), results)
+    assert fast.metrics["train/group_prefix_tokens_mean"] == 0
+    assert _relative(fast_grads, reference_grads) < 1e-5
+
+
 def test_fast_path_steps_like_the_reference(policy) -> None:
     results = _batch(policy)
     fast, reference = _trainer(policy, shared_prefix=True), _trainer(policy, shared_prefix=False)
