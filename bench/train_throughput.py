@@ -222,7 +222,7 @@ def main() -> None:
     print(f"{'fast/ref':<12}{speedup:>14.2f}x{1 / step_ratio:>9.2f}x{rss_ratio:>13.2f}x")
     if "gradient_relative_difference" in summary:
         print(
-            f"gradients: |fast - reference| / |reference| = "
+            f"gradients on {args.check_episodes} episodes: |fast - reference| / |reference| = "
             f"{summary['gradient_relative_difference']:.2e}"
         )
     print(f"target trained tokens/s >= 3x: {speedup:.2f}x -> {'met' if speedup >= 3 else 'MISSED'}")
