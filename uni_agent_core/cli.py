@@ -244,7 +244,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from uni_agent_core.config import load_recipe
-    from uni_agent_core.rl.run import TrainingRun
+    from uni_agent_core.envs.sources import load_tasks
+    from uni_agent_core.rl.run import TrainingRun, default_run_dir
+    from uni_agent_core.rl.warm_start import run_warm_start, warm_started
 
     recipe = load_recipe(args.recipe, list(args.set))
     if recipe.trainer.backend.type == "verl":
@@ -256,10 +258,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
             )
             return 2
         return _launch_on_verl(recipe, args.run_dir, dry_run=False)
+    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
+    mlflow_run_id = None
+    if recipe.warm_start.enabled:
+        warmed = run_warm_start(recipe, run_dir, load_tasks(recipe.tasks))
+        recipe, mlflow_run_id = warm_started(recipe, warmed), warmed.mlflow_run_id
     run = TrainingRun(
         recipe,
-        run_dir=Path(args.run_dir) if args.run_dir else None,
+        run_dir=run_dir,
         stop_after_steps=args.stop_after_steps,
+        mlflow_run_id=mlflow_run_id,
     )
     summary = run.run()
     print(
