@@ -11,16 +11,21 @@ CI_SMOKE = str(ROOT / "recipes" / "ci-smoke.yaml")
 ISOLATION = "bubblewrap" if shutil.which("bwrap") else "none"
 
 
-def test_train_flow_runs_every_stage(prefect_server, tmp_path, monkeypatch) -> None:
-    from flows.train import train
-
-    monkeypatch.chdir(tmp_path)
+def _local(tmp_path) -> tuple[str, list[str]]:
+    """MLflow in `tmp_path` and the sandboxes this machine allows: the URI and overrides."""
     uri = f"sqlite:///{tmp_path}/mlruns.db"
-    overrides = [
+    return uri, [
         f"tracking.tracking_uri={uri}",
         f"sandbox.isolation={ISOLATION}",
         "eval.max_tasks=2",
     ]
+
+
+def test_train_flow_runs_every_stage(prefect_server, tmp_path, monkeypatch) -> None:
+    from flows.train import train
+
+    monkeypatch.chdir(tmp_path)
+    uri, overrides = _local(tmp_path)
     result = train(recipe=CI_SMOKE, overrides=overrides)
     run_dir = tmp_path / "runs" / "ci-smoke"
     assert result["steps"] == 2 and result["eval"]["eval/pass@1"] >= 0.0
@@ -54,11 +59,8 @@ def test_warm_start_and_before_after_eval_share_the_mlflow_run(
     from flows.train import train
 
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path}/mlruns.db"
-    overrides = [
-        f"tracking.tracking_uri={uri}",
-        f"sandbox.isolation={ISOLATION}",
-        "eval.max_tasks=2",
+    uri, overrides = _local(tmp_path)
+    overrides += [
         "eval.before_training=true",
         "warm_start.enabled=true",
         "warm_start.epochs=1",

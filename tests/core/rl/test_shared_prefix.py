@@ -5,13 +5,14 @@ import copy
 
 import pytest
 import torch
+from support.episodes import scored_trajectory
 
 from uni_agent_core.config.training import TrainerConfig
 from uni_agent_core.models import load_policy
 from uni_agent_core.rl.logprobs import token_logprobs
 from uni_agent_core.rl.prefix_forward import SharedPrefix, common_prefix_length, row_logprobs
 from uni_agent_core.rl.trainer import EmbeddedTrainer
-from uni_agent_core.types import ExitReason, RolloutResult, Trajectory
+from uni_agent_core.types import ExitReason, RolloutResult
 
 SYSTEM = list(range(100, 140))  # the prefix every episode shares (system + tools)
 
@@ -33,18 +34,7 @@ def _episode(model, task, sample, reward, seed, *, statement_len=5, version=0):
     n = 6 + seed % 5
     response = torch.randint(5, 4000, (n,), generator=generator).tolist()
     mask = [1] * 3 + [0] * 2 + [1] * (n - 5)
-    ids = torch.tensor([prompt + response])
-    with torch.no_grad():
-        logprobs = token_logprobs(model, ids, torch.ones_like(ids))[0, len(prompt) :].tolist()
-    trajectory = Trajectory(
-        session_id=f"{task}-{sample}",
-        chain_id=0,
-        prompt_ids=prompt,
-        response_ids=response,
-        loss_mask=mask,
-        logprobs=[lp if m else 0.0 for lp, m in zip(logprobs, mask, strict=True)],
-        policy_versions=[version if m else -1 for m in mask],
-    )
+    trajectory = scored_trajectory(model, f"{task}-{sample}", prompt, response, mask, version)
     return RolloutResult(
         task_id=task,
         sample_index=sample,

@@ -4,12 +4,12 @@ import copy
 
 import pytest
 import torch
+from support.episodes import scored_trajectory
 
 from uni_agent_core.config.training import TrainerConfig
 from uni_agent_core.models import load_policy
-from uni_agent_core.rl.logprobs import token_logprobs
 from uni_agent_core.rl.trainer import EmbeddedTrainer, micro_batches
-from uni_agent_core.types import ExitReason, RolloutResult, Trajectory
+from uni_agent_core.types import ExitReason, RolloutResult
 
 
 @pytest.fixture(scope="module")
@@ -23,18 +23,7 @@ def _episode(model, task, sample, reward, seed, exit_reason=ExitReason.SUBMITTED
     prompt = torch.randint(5, 4000, (6,), generator=generator).tolist()
     response = torch.randint(5, 4000, (8,), generator=generator).tolist()
     mask = [1, 1, 1, 0, 0, 1, 1, 1]  # a tool result in the middle is context
-    ids = torch.tensor([prompt + response])
-    with torch.no_grad():
-        logprobs = token_logprobs(model, ids, torch.ones_like(ids))[0, 6:].tolist()
-    trajectory = Trajectory(
-        session_id=f"{task}-{sample}",
-        chain_id=0,
-        prompt_ids=prompt,
-        response_ids=response,
-        loss_mask=mask,
-        logprobs=[lp if m else 0.0 for lp, m in zip(logprobs, mask, strict=True)],
-        policy_versions=[version if m else -1 for m in mask],
-    )
+    trajectory = scored_trajectory(model, f"{task}-{sample}", prompt, response, mask, version)
     return RolloutResult(
         task_id=task,
         sample_index=sample,
