@@ -147,13 +147,10 @@ def supervised_warm_start(
         shared = _shared_prefix(batch, range(batch.size))
         total, count = 0.0, 0
         for group in micro_batches([n - shared for n in lengths], micro_batch_tokens):
-            loss, prefix = _nll(model, batch, group, device)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            prefix.backward()
+            steps.append(_nll_backward(model, batch, group, device))
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
-            steps.append(float(loss.detach()))
             total += steps[-1] * len(group)
             count += len(group)
         losses.append(total / count)
@@ -172,24 +169,30 @@ def _shared_prefix(batch: TrajectoryBatch, rows: Sequence[int]) -> int:
     return common_prefix_length(ids, limit=first_loss - 1)
 
 
-def _nll(
-    model: Any, batch: TrajectoryBatch, rows: list[int], device: Any
-) -> tuple[torch.Tensor, SharedPrefix]:
-    """Mean NLL of the sampled tokens of `rows`, and their shared prefix (run once): call
-    `backward()` on the loss, then on the prefix, to have the exact gradients."""
+def _nll_backward(model: Any, batch: TrajectoryBatch, rows: list[int], device: Any) -> float:
+    """Gradients of the mean NLL of the sampled tokens of `rows` (accumulated into `model`);
+    returns that NLL. Their shared prefix runs once; on a CPU each row then runs alone (no
+    padding; batching rows was slower there), its loss scaled by the micro-batch's token count,
+    so the gradients are those of the whole micro-batch."""
     start = _shared_prefix(batch, rows)
-    width = int(batch.attention_mask_B_T[rows].sum(dim=1).max())
     prefix = SharedPrefix(model, batch.input_ids_B_T[rows[0], :start].to(device))
-    mask = batch.loss_mask_B_T[rows, :width].to(device)
-    logprobs = row_logprobs(
-        prefix,
-        batch.input_ids_B_T[rows, :width].to(device),
-        batch.attention_mask_B_T[rows, :width].to(device),
-        mask,
-    )
-    suffix_mask = mask[:, start:].float()
-    loss = -(logprobs * suffix_mask).sum() / suffix_mask.sum().clamp(min=1.0)
-    return loss, prefix
+    tokens = float(batch.loss_mask_B_T[rows, start:].sum().clamp(min=1))
+    chunks = [[row] for row in rows] if torch.device(device).type == "cpu" else [rows]
+    total = 0.0
+    for chunk in chunks:
+        width = int(batch.attention_mask_B_T[chunk].sum(dim=1).max())
+        mask = batch.loss_mask_B_T[chunk, :width].to(device)
+        logprobs = row_logprobs(
+            prefix,
+            batch.input_ids_B_T[chunk, :width].to(device),
+            batch.attention_mask_B_T[chunk, :width].to(device),
+            mask,
+        )
+        loss = -(logprobs * mask[:, start:].float()).sum() / tokens
+        loss.backward()
+        total += float(loss.detach())
+    prefix.backward()
+    return total
 
 
 def save_policy(model: Any, tokenizer: Any, directory: Path) -> str:

@@ -173,20 +173,17 @@ def test_common_prefix_length() -> None:
 
 def test_warm_start_nll_gradients_equal_full_rows(policy) -> None:
     from uni_agent_core.rl.batch import trajectories_to_batch
-    from uni_agent_core.rl.sft import _nll
+    from uni_agent_core.rl.sft import _nll_backward
 
     rows = [t for r in _batch(policy)[:4] for t in r.trajectories]
     batch = trajectories_to_batch(rows, pad_token_id=0)
     fast_model, full_model = copy.deepcopy(policy), copy.deepcopy(policy)
-    loss, prefix = _nll(fast_model, batch, list(range(4)), "cpu")
-    assert prefix.length == len(SYSTEM)
-    loss.backward()
-    prefix.backward()
+    loss = _nll_backward(fast_model, batch, list(range(4)), "cpu")
     mask = batch.loss_mask_B_T.float()
     logprobs = token_logprobs(full_model, batch.input_ids_B_T, batch.attention_mask_B_T)
     full = -(logprobs * mask).sum() / mask.sum()
     full.backward()
-    assert float(loss) == pytest.approx(float(full), rel=1e-5)
+    assert loss == pytest.approx(float(full), rel=1e-5)
     grads = [
         torch.cat([p.grad.flatten() for p in m.parameters()]) for m in (fast_model, full_model)
     ]
