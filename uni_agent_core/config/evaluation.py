@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from uni_agent_core.config.base import ConfigModel
+from uni_agent_core.config.tasks import MicroSweLevel
 
 EvalSuite = Literal["micro_swe", "swe_bench_verified"]
 """Held-out suites a checkpoint can be scored on."""
@@ -29,6 +30,11 @@ class EvalConfig(ConfigModel):
     """Evaluate every n-th checkpoint (the final one always)."""
     max_tasks: int | None = Field(default=None, ge=1)
     """Evaluate on at most this many tasks (a fixed, seeded subset); None uses all."""
+    levels: list[MicroSweLevel] = Field(
+        default_factory=lambda: ["L0", "L1", "L2", "L3"], min_length=1
+    )
+    """Levels of the micro-swe held-out suite (all four by default; a run trained on L0-L1
+    names them to be scored on the same kinds of bug)."""
     before_training: bool = False
     """Also score the policy RL starts from (after the warm start, if any) before RL, in the
     same MLflow run: `eval_before/...`, and `eval/pass@1_delta` once the final checkpoint is

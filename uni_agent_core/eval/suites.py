@@ -48,7 +48,7 @@ def resolve_suite(
         config = MicroSweTasksConfig(
             n=limit or DEFAULT_MICRO_SWE_TASKS,
             seed=recipe.seed,
-            levels=["L0", "L1", "L2", "L3"],
+            levels=list(recipe.eval.levels),
             split=split,
         )
         return load_tasks(config)
