@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from uni_agent_core.rl.batch import TrajectoryBatch
 from uni_agent_core.rl.logprobs import chunk_logprobs, decoder_and_head
 
 
@@ -40,6 +41,15 @@ def common_prefix_length(rows: Sequence[torch.Tensor], limit: int) -> int:
         if differs.numel():
             length = int(differs[0])
     return max(length, 0)
+
+
+def rows_prefix_length(batch: TrajectoryBatch, rows: Sequence[int]) -> int:
+    """Tokens every row of `rows` shares before the first position its loss needs (the most a
+    `SharedPrefix` of theirs may hold)."""
+    rows = list(rows)
+    first_loss = int(batch.loss_mask_B_T[rows].argmax(dim=1).min())
+    ids = [batch.input_ids_B_T[r, : int(batch.attention_mask_B_T[r].sum())] for r in rows]
+    return common_prefix_length(ids, limit=first_loss - 1)
 
 
 def _cache(model: Any, layers: Sequence[tuple[torch.Tensor, torch.Tensor]], rows: int) -> Any:

@@ -38,7 +38,7 @@ import torch
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.envs.patches import single_line_change
 from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
-from uni_agent_core.rl.prefix_forward import SharedPrefix, common_prefix_length, row_logprobs
+from uni_agent_core.rl.prefix_forward import SharedPrefix, row_logprobs, rows_prefix_length
 from uni_agent_core.rl.trainer import micro_batches
 from uni_agent_core.types import TaskSpec, Trajectory
 
@@ -144,7 +144,7 @@ def supervised_warm_start(
         rng.shuffle(order)
         batch = trajectories_to_batch([rows[i] for i in order], pad_token_id=pad_token_id)
         lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
-        shared = _shared_prefix(batch, range(batch.size))
+        shared = rows_prefix_length(batch, range(batch.size))
         total, count = 0.0, 0
         for group in micro_batches([n - shared for n in lengths], micro_batch_tokens):
             optimizer.zero_grad(set_to_none=True)
@@ -162,19 +162,12 @@ def supervised_warm_start(
     return WarmStartReport(len(rows), epochs, losses, time.perf_counter() - started, steps)
 
 
-def _shared_prefix(batch: TrajectoryBatch, rows: Sequence[int]) -> int:
-    """Tokens every row of `rows` shares before the first position its loss needs."""
-    first_loss = int(batch.loss_mask_B_T[list(rows)].argmax(dim=1).min())
-    ids = [batch.input_ids_B_T[r, : int(batch.attention_mask_B_T[r].sum())] for r in rows]
-    return common_prefix_length(ids, limit=first_loss - 1)
-
-
 def _nll_backward(model: Any, batch: TrajectoryBatch, rows: list[int], device: Any) -> float:
     """Gradients of the mean NLL of the sampled tokens of `rows` (accumulated into `model`);
     returns that NLL. Their shared prefix runs once; on a CPU each row then runs alone (no
     padding; batching rows was slower there), its loss scaled by the micro-batch's token count,
     so the gradients are those of the whole micro-batch."""
-    start = _shared_prefix(batch, rows)
+    start = rows_prefix_length(batch, rows)
     prefix = SharedPrefix(model, batch.input_ids_B_T[rows[0], :start].to(device))
     tokens = float(batch.loss_mask_B_T[rows, start:].sum().clamp(min=1))
     chunks = [[row] for row in rows] if torch.device(device).type == "cpu" else [rows]

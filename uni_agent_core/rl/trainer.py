@@ -38,7 +38,7 @@ from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
 from uni_agent_core.rl.host_memory import release_host_memory
 from uni_agent_core.rl.logprobs import token_logprobs
 from uni_agent_core.rl.metrics import zero_variance_groups
-from uni_agent_core.rl.prefix_forward import SharedPrefix, common_prefix_length, row_logprobs
+from uni_agent_core.rl.prefix_forward import SharedPrefix, row_logprobs, rows_prefix_length
 from uni_agent_core.types import RolloutResult, Trajectory
 
 
@@ -226,7 +226,7 @@ class EmbeddedTrainer:
         )
         if self.shared_prefix:
             with torch.no_grad():
-                old = self._shared_prefix_pass(batch, None, groups_B=[g for _, g in pairs])
+                old, _ = self._shared_prefix_pass(batch, [g for _, g in pairs])
         else:
             old = self._old_logprobs(batch)
         return self._consistency(batch, old)
@@ -259,10 +259,9 @@ class EmbeddedTrainer:
             group["lr"] = self._lr()
         self.optimizer.zero_grad(set_to_none=True)
         if self.shared_prefix:
-            accumulated: dict[str, float] = {}
-            old = self._shared_prefix_pass(batch, advantages_B, accumulated, groups_B)
+            old, loss_metrics = self._shared_prefix_pass(batch, groups_B, advantages_B)
             metrics = self._consistency(batch, old)
-            metrics.update(accumulated)
+            metrics.update(loss_metrics)
         else:
             metrics = self._reference_pass(batch, advantages_B)
         grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -283,33 +282,29 @@ class EmbeddedTrainer:
     def _shared_prefix_pass(
         self,
         batch: TrajectoryBatch,
-        advantages_B: torch.Tensor | None,
-        metrics: dict[str, float] | None = None,
-        groups_B: Sequence[str] | None = None,
-    ) -> torch.Tensor:
-        """The trainer's logprobs of every sampled token ([B, T], 0.0 elsewhere); with
-        advantages, also the loss's gradients, accumulated into the model (and its metrics into
-        `metrics`). The prefix every row shares runs once, and the longer prefix the rows of one
-        GRPO group share (`groups_B`: their task statement) once per group; rows go longest
+        groups_B: Sequence[str],
+        advantages_B: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The trainer's logprobs of every sampled token ([B, T], 0.0 elsewhere) and, with
+        advantages, the loss's metrics, its gradients accumulated into the model. The prefix
+        every row shares runs once, and the longer prefix the rows of one GRPO group share
+        (`groups_B`: their task statement) once per group; rows go longest
         first, one per forward on a CPU, else in micro-batches of `micro_batch_tokens` padded
         tokens after their prefix."""
         mask = batch.loss_mask_B_T
         lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
-        first_loss = mask.argmax(dim=1).tolist()
-        ids = [batch.input_ids_B_T[row, :length] for row, length in enumerate(lengths)]
-        start = common_prefix_length(ids, limit=min(first_loss) - 1)
+        start = rows_prefix_length(batch, range(batch.size))
         members: dict[str, list[int]] = {}
         for row in sorted(range(batch.size), key=lambda row: -lengths[row]):
-            members.setdefault(groups_B[row] if groups_B else "", []).append(row)
-        training = advantages_B is not None and metrics is not None
+            members.setdefault(groups_B[row], []).append(row)
+        training = advantages_B is not None
+        metrics: dict[str, float] = {}
         old = torch.zeros_like(batch.rollout_logprobs_B_T)
         step_prefix = SharedPrefix(self.model, batch.input_ids_B_T[0, :start].to(self.device))
         total_loss, forwards, group_tokens = 0.0, 0, 0
         sums: dict[str, float] = {}
         for rows in members.values():
-            shared = common_prefix_length(
-                [ids[r] for r in rows], min(first_loss[r] for r in rows) - 1
-            )
+            shared = rows_prefix_length(batch, rows)
             prefix = step_prefix.extend(batch.input_ids_B_T[rows[0], start:shared].to(self.device))
             group_tokens += shared - start
             for chunk in self._forward_chunks(rows, [lengths[r] - shared for r in rows]):
@@ -344,7 +339,7 @@ class EmbeddedTrainer:
             metrics["train/shared_prefix_tokens"] = float(start)
             metrics["train/group_prefix_tokens_mean"] = group_tokens / len(members)
         step_prefix.release()
-        return old
+        return old, metrics
 
     def _forward_chunks(self, rows: list[int], suffixes: list[int]) -> list[list[int]]:
         """Rows of one forward each on a CPU (no padding: on 2 cores three SmolLM2 rows batched
