@@ -2,7 +2,8 @@
 
     python bench/rl_gain.py [--train-tasks 64] [--eval-tasks 96] [--base-tasks 24]
                             [--levels L0,L1] [--sft-epochs 3] [--steps 12]
-                            [--set KEY=VALUE ...] [--work DIR] [--json PATH]
+                            [--eval-concurrency 8] [--set KEY=VALUE ...] [--work DIR]
+                            [--json PATH]
 
 All phases run on this machine, timed, in one process, through the real stack (HF engine,
 gateway, ReAct harness with `editor` and `submit`, bubblewrap sandboxes, hidden tests in a
@@ -45,12 +46,14 @@ CURVES = (
 )
 
 
-def evaluate(recipe, suite: Path, work: Path, label: str, checkpoint: str, tasks: int):
+def evaluate(
+    recipe, suite: Path, work: Path, label: str, checkpoint: str, tasks: int, concurrency: int
+):
     """Greedy held-out evaluation; returns the summary and each task's solve rate."""
     from uni_agent_core.eval.commands import run_evaluation
 
     greedy = recipe.model_copy(deep=True)
-    greedy.gateway.sampling.temperature = 0.0
+    greedy.eval.temperature = 0.0
     done = run_evaluation(
         greedy,
         suite=str(suite),
@@ -58,7 +61,7 @@ def evaluate(recipe, suite: Path, work: Path, label: str, checkpoint: str, tasks
         k=1,
         out=str(work / f"eval-{label}"),
         max_tasks=tasks,
-        concurrency=8,
+        concurrency=concurrency,
         run_dir=work / "rl",
     )
     per_task: dict[str, list[float]] = {}
@@ -77,12 +80,12 @@ def evaluate(recipe, suite: Path, work: Path, label: str, checkpoint: str, tasks
     return done.summary, solved
 
 
-def plot(metrics: Path, target: Path) -> Path:
+def plot(metrics: Path, target: Path, policy: str) -> Path:
     from uni_agent_core.tracking.plots import plot_curves
 
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     series = {"rl": {key: [(r["step"], r[key]) for r in rows if key in r] for key in CURVES}}
-    return plot_curves(series, CURVES, target, "SmolLM2-135M micro-swe RL")
+    return plot_curves(series, CURVES, target, f"{policy} micro-swe RL")
 
 
 def main() -> None:
@@ -95,6 +98,7 @@ def main() -> None:
     parser.add_argument("--sft-lr", type=float, default=5e-5)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-concurrency", type=int, default=8, help="episodes at a time")
     parser.add_argument("--set", action="append", default=[], help="recipe override for RL")
     parser.add_argument("--work", help="working directory (default: a temporary one)")
     parser.add_argument("--json", help="also write the figures to this file")
@@ -137,7 +141,9 @@ def main() -> None:
         release_host_memory()  # one process runs every phase: give its freed memory back
 
     clock = time.perf_counter()
-    summaries["base"], solved["base"] = evaluate(base, suite, work, "base", "none", args.base_tasks)
+    summaries["base"], solved["base"] = evaluate(
+        base, suite, work, "base", "none", args.base_tasks, args.eval_concurrency
+    )
     phase("base eval", clock)
 
     clock = time.perf_counter()
@@ -146,7 +152,7 @@ def main() -> None:
     rl = warm_started(base, warm)
     clock = time.perf_counter()
     summaries["warm start"], solved["warm start"] = evaluate(
-        rl, suite, work, "warm-start", "none", args.eval_tasks
+        rl, suite, work, "warm-start", "none", args.eval_tasks, args.eval_concurrency
     )
     phase("warm-start eval", clock)
 
@@ -157,11 +163,11 @@ def main() -> None:
     phase("RL", clock)
     clock = time.perf_counter()
     summaries["after RL"], solved["after RL"] = evaluate(
-        rl, suite, work, "after-rl", "latest", args.eval_tasks
+        rl, suite, work, "after-rl", "latest", args.eval_tasks, args.eval_concurrency
     )
     phase("after-RL eval", clock)
     total = (time.perf_counter() - started) / 60
-    curves = plot(work / "rl" / "metrics.jsonl", work / "curves.png")
+    curves = plot(work / "rl" / "metrics.jsonl", work / "curves.png", rl.policy.name)
 
     tasks = sorted(solved["warm start"])
     delta, low, high = paired_bootstrap_delta(
@@ -170,7 +176,7 @@ def main() -> None:
     report = warm.report
     print()
     print(
-        f"SmolLM2-135M, micro-swe {args.levels}: {args.train_tasks} train tasks; held-out "
+        f"{rl.policy.name}, micro-swe {args.levels}: {args.train_tasks} train tasks; held-out "
         f"greedy, 1 sample: {args.base_tasks} tasks for the base, {args.eval_tasks} after; warm "
         f"start {report['trajectories']} gold trajectories x {report['epochs']} epochs (nll "
         f"{report['loss_by_epoch'][0]:.3f} -> {report['loss_by_epoch'][-1]:.3f}); RL "

@@ -26,6 +26,10 @@ class EvalConfig(ConfigModel):
     bundled held-out split (micro_swe) or `princeton-nlp/SWE-bench_Verified` from the cache."""
     k: int = Field(default=1, ge=1)
     """Samples per task; avg@k and pass@k are reported."""
+    temperature: float | None = Field(default=None, ge=0.0)
+    """Sampling temperature of evaluation episodes: 0 is greedy (one deterministic answer per
+    task, so before/after scores differ only where the policy did); None samples like
+    training, at `gateway.sampling.temperature`."""
     every_n_checkpoints: int = Field(default=1, ge=1)
     """Evaluate every n-th checkpoint (the final one always)."""
     max_tasks: int | None = Field(default=None, ge=1)

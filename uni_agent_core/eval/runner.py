@@ -75,6 +75,9 @@ class Evaluation:
     ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        if recipe.eval.temperature is not None:
+            recipe = recipe.model_copy(deep=True)
+            recipe.gateway.sampling.temperature = recipe.eval.temperature
         self.recipe = recipe
         self.tasks = tasks
         self.k = k
@@ -92,6 +95,7 @@ class Evaluation:
             "oracle": oracle,
             "policy": recipe.policy.name,
             "seed": recipe.seed,
+            "temperature": recipe.gateway.sampling.temperature,
         }
 
     def _check_spec(self) -> None:

@@ -117,6 +117,21 @@ def test_another_evaluation_in_the_same_directory_is_refused(tmp_path) -> None:
         )
 
 
+def test_eval_temperature_overrides_the_sampling_temperature_and_is_part_of_the_spec(
+    tmp_path,
+) -> None:
+    recipe = _recipe()
+    recipe.gateway.sampling.temperature = 1.0
+    tasks = resolve_suite("micro-swe:test", recipe, max_tasks=1)
+    sampled = Evaluation(recipe, tasks, suite="micro-swe:test", k=1, out_dir=tmp_path)
+    assert sampled.recipe.gateway.sampling.temperature == 1.0
+    recipe.eval.temperature = 0.0
+    greedy = Evaluation(recipe, tasks, suite="micro-swe:test", k=1, out_dir=tmp_path)
+    assert greedy.recipe.gateway.sampling.temperature == 0.0
+    assert recipe.gateway.sampling.temperature == 1.0  # the caller's recipe is left alone
+    assert (greedy.spec["temperature"], sampled.spec["temperature"]) == (0.0, 1.0)
+
+
 def test_killed_cli_evaluation_resumes_to_the_same_summary(tmp_path) -> None:
     command = [
         sys.executable,
