@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -245,10 +246,10 @@ class StepLoop:
             self.run_.tracker.log_step(step, metrics)
         self.summary.steps += 1
         if "train/loss" in metrics:
-            update = (
-                f"loss {metrics['train/loss']:.4f} "
-                f"pearson {metrics.get('train/logprob_pearson', float('nan')):.5f} "
-            )
+            pearson = metrics.get("train/logprob_pearson", math.nan)
+            # measured on tokens sampled at the trainer's version; an async step can have none
+            agreement = "n/a" if math.isnan(pearson) else f"{pearson:.5f}"
+            update = f"loss {metrics['train/loss']:.4f} pearson {agreement} "
         else:
             update = "no update (every group's rewards are equal: no learning signal) "
         self.run_.echo(
