@@ -31,6 +31,11 @@ class CurriculumConfig(ConfigModel):
     drop_zero_variance_groups: bool = True
     """Drop groups whose rewards are all equal: their advantages are zero and only dilute the
     batch."""
+    refill_flat_groups: int = Field(default=0, ge=0)
+    """Flat groups (every reward equal) a training step may replace before it trains, by
+    launching one new group for each: DAPO's dynamic sampling, so that a step trains on groups
+    that carry a signal instead of skipping its update. 0 trains on the groups that arrived.
+    Replaced groups still count in the step's reward metrics and in the curriculum history."""
 
     @model_validator(mode="after")
     def _check_band(self) -> CurriculumConfig:

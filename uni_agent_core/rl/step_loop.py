@@ -43,6 +43,11 @@ class _Group:
     results: list[RolloutResult]
 
 
+def _flat(group: _Group) -> bool:
+    """Every episode of the group earned the same reward: zero advantages, nothing to learn."""
+    return len({result.reward for result in group.results}) == 1
+
+
 class StepLoop:
     """The step loop of one run (both modes share launching, training and bookkeeping)."""
 
@@ -74,6 +79,10 @@ class StepLoop:
         self.launched = int(launched)
         """Groups launched over the whole run (their index seeds their episodes)."""
         self.dropped = 0
+        self.refill_budget = run.recipe.curriculum.refill_flat_groups
+        """Flat groups one step may replace with newly launched ones (DAPO's dynamic sampling)."""
+        self.refilled = 0
+        """Groups launched over the whole run to replace flat ones."""
         self.unconsumed: list[str] = []
         """Tasks of finished groups not yet trained on (saved as pending in checkpoints)."""
         self.in_flight: dict[asyncio.Task[_Group], str] = {}
@@ -162,6 +171,7 @@ class StepLoop:
                     for _ in range(per_step):
                         self._launch(step)
                 groups: list[_Group] = []
+                replaced: list[_Group] = []
                 dropped = 0
                 while len(groups) < per_step:
                     clock = time.perf_counter()
@@ -174,11 +184,18 @@ class StepLoop:
                         self.dropped += 1
                         self._fill(step, bound)
                         continue
+                    if len(replaced) < self.refill_budget and _flat(group):
+                        replaced.append(group)
+                        self._replace(step, bound, asynchronous)
+                        continue
                     groups.append(group)
                 if switch is not None:
                     await switch.reclaim()
                 results = [r for g in groups for r in g.results]
-                metrics = episode_metrics(results, self.trainer.version)
+                # the policy's reward over everything it sampled, replaced flat groups included
+                metrics = episode_metrics(
+                    results + [r for g in replaced for r in g.results], self.trainer.version
+                )
                 rollout_s = time.perf_counter() - step_started
                 loop = asyncio.get_running_loop()
                 outcome = await loop.run_in_executor(None, self.trainer.train_step, results)
@@ -195,6 +212,7 @@ class StepLoop:
                         "perf/step_s": elapsed,
                         "perf/tokens_per_s": sum(r.sampled_tokens for r in results) / elapsed,
                         "train/dropped_stale_groups": float(dropped),
+                        "train/refilled_flat_groups": float(len(replaced)),
                         "train/policy_version": float(self.trainer.version),
                     }
                 )
@@ -229,8 +247,16 @@ class StepLoop:
         looks one batch further ahead and discards what arrives too old.
         """
         ahead = bound + (2 if self.config.staleness.policy == "drop" else 1)
-        allowed = (step + ahead) * self.config.batch_size + self.dropped
+        allowed = (step + ahead) * self.config.batch_size + self.dropped + self.refilled
         while self.launched < allowed:
+            self._launch(step)
+
+    def _replace(self, step: int, bound: int, asynchronous: bool) -> None:
+        """Launch one group in place of a flat one (within the staleness bound when async)."""
+        self.refilled += 1
+        if asynchronous:
+            self._fill(step, bound)
+        else:
             self._launch(step)
 
     def _too_stale(self, group: _Group, bound: int) -> bool:
@@ -252,6 +278,8 @@ class StepLoop:
             update = f"loss {metrics['train/loss']:.4f} pearson {agreement} "
         else:
             update = "no update (every group's rewards are equal: no learning signal) "
+        if metrics.get("train/refilled_flat_groups"):
+            update += f"refilled {metrics['train/refilled_flat_groups']:.0f} flat groups "
         self.run_.echo(
             f"step {step}/{self.config.total_steps} v{self.trainer.version} "
             f"reward {metrics.get('train/reward_mean', 0.0):.3f} "
