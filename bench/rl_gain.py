@@ -25,7 +25,10 @@ lower bound is above 0, in <= 60 minutes of RL. `curves.png` in the work directo
 RL steps' train reward, pass rate, response length and grad norm.
 
 A killed run continues where it stopped when started again with the same `--work`: the warm
-start is reused, evaluations skip finished samples, and RL resumes from its checkpoint.
+start is reused, evaluations skip finished samples, and RL resumes from its checkpoint. The
+minutes of a phase are summed over the runs that worked on it (`phases.json` in the work
+directory), so a phase reused from an earlier run keeps the time it took then; the time of a
+phase killed before it finished is lost.
 """
 
 from __future__ import annotations
@@ -134,10 +137,14 @@ def main() -> None:
     minutes: dict[str, float] = {}
     summaries: dict = {}
     solved: dict[str, dict[str, float]] = {}
-    started = time.perf_counter()
+
+    spent_file = work / "phases.json"
+    spent = json.loads(spent_file.read_text()) if spent_file.exists() else {}
 
     def phase(name: str, clock: float) -> None:
-        minutes[name] = (time.perf_counter() - clock) / 60
+        minutes[name] = spent.get(name, 0.0) + (time.perf_counter() - clock) / 60
+        spent[name] = minutes[name]
+        spent_file.write_text(json.dumps(spent, indent=2) + "\n")
         release_host_memory()  # one process runs every phase: give its freed memory back
 
     clock = time.perf_counter()
@@ -166,7 +173,7 @@ def main() -> None:
         rl, suite, work, "after-rl", "latest", args.eval_tasks, args.eval_concurrency
     )
     phase("after-RL eval", clock)
-    total = (time.perf_counter() - started) / 60
+    total = sum(minutes.values())
     curves = plot(work / "rl" / "metrics.jsonl", work / "curves.png", rl.policy.name)
 
     tasks = sorted(solved["warm start"])
