@@ -174,7 +174,7 @@ def main() -> None:
     )
     phase("after-RL eval", clock)
     total = sum(minutes.values())
-    curves = plot(work / "rl" / "metrics.jsonl", work / "curves.png", rl.policy.name)
+    curves = plot(work / "rl" / "metrics.jsonl", work / "curves.png", base.policy.name)
 
     tasks = sorted(solved["warm start"])
     delta, low, high = paired_bootstrap_delta(
@@ -183,7 +183,7 @@ def main() -> None:
     report = warm.report
     print()
     print(
-        f"{rl.policy.name}, micro-swe {args.levels}: {args.train_tasks} train tasks; held-out "
+        f"{base.policy.name}, micro-swe {args.levels}: {args.train_tasks} train tasks; held-out "
         f"greedy, 1 sample: {args.base_tasks} tasks for the base, {args.eval_tasks} after; warm "
         f"start {report['trajectories']} gold trajectories x {report['epochs']} epochs (nll "
         f"{report['loss_by_epoch'][0]:.3f} -> {report['loss_by_epoch'][-1]:.3f}); RL "

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from uni_agent_core.curriculum.history import Attempt
 from uni_agent_core.rl.checkpoint import prune, save_checkpoint
-from uni_agent_core.rl.metrics import episode_metrics, router_step_metrics
+from uni_agent_core.rl.metrics import episode_metrics, router_step_metrics, zero_variance_groups
 from uni_agent_core.rl.rollout import RolloutDriver
 from uni_agent_core.rl.samples import write_samples
 from uni_agent_core.rl.trainer import EmbeddedTrainer
@@ -41,11 +41,6 @@ class _Group:
     task_id: str
     step_launched: int
     results: list[RolloutResult]
-
-
-def _flat(group: _Group) -> bool:
-    """Every episode of the group earned the same reward: zero advantages, nothing to learn."""
-    return len({result.reward for result in group.results}) == 1
 
 
 class StepLoop:
@@ -184,7 +179,7 @@ class StepLoop:
                         self.dropped += 1
                         self._fill(step, bound)
                         continue
-                    if len(replaced) < self.refill_budget and _flat(group):
+                    if len(replaced) < self.refill_budget and zero_variance_groups(group.results):
                         replaced.append(group)
                         self._replace(step, bound, asynchronous)
                         continue
