@@ -33,6 +33,7 @@ $(STAMP): pyproject.toml Makefile
 
 test: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The demo is the user's path: a local Prefect stack (server on 127.0.0.1:$(DEMO_PORT) with its

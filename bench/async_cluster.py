@@ -3,7 +3,7 @@
     python bench/async_cluster.py [--nodes 8] [--steps 8] [--seed 0] [--trainer-nodes N]
                                   [--tasks T] [--sweep-split] [--json [OUT]]
 
-Runs `uni_agent_core.router.sim.async_rl` (see its docstring for the model, its constants and
+Runs `uni_agent_core.sim.async_rl` (see its docstring for the model, its constants and
 their sources): the four training modes on the same episodes, an 8B policy on `--nodes` nodes of
 8 H200s, `--tasks` GRPO groups of 8 SWE-like agent episodes per step (default 16 per node, i.e.
 16 samples per GPU), `--steps` steps. Prints a markdown table (wall clock, samples/s, ratios to
@@ -25,7 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from uni_agent_core.router.sim.async_rl import (
+from uni_agent_core.sim.async_rl import (
     PUBLISHED,
     AsyncRLConfig,
     format_table,

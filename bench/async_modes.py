@@ -21,7 +21,7 @@ replica) and, for comparison, `separate_async` without role switching.
 Printed: wall clock, episodes/s and sampled tokens/s per mode, as ratios to `sync` measured in
 the same run (this machine is noisy; compare ratios); then the router simulator's cluster model
 of the same modes on 8 nodes of 8 H200s next to the published Uni-Agent figures
-(`uni_agent_core/router/sim/async_rl.py`; `--no-cluster` skips it).
+(`uni_agent_core/sim/async_rl.py`; `--no-cluster` skips it).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def main() -> None:
 
 def print_cluster_model() -> None:
     """The same modes on a simulated 8-node cluster, next to Uni-Agent's published figures."""
-    from uni_agent_core.router.sim.async_rl import format_table, reproduce_uni_agent
+    from uni_agent_core.sim.async_rl import format_table, reproduce_uni_agent
 
     print()
     print(format_table(reproduce_uni_agent()))

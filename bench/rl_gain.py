@@ -53,7 +53,7 @@ def evaluate(
     recipe, suite: Path, work: Path, label: str, checkpoint: str, tasks: int, concurrency: int
 ):
     """Greedy held-out evaluation; returns the summary and each task's solve rate."""
-    from uni_agent_core.eval.commands import run_evaluation
+    from uni_agent_core.eval.evaluate import run_evaluation
 
     greedy = recipe.model_copy(deep=True)
     greedy.eval.temperature = 0.0

@@ -56,7 +56,7 @@ def peak_rss_gib() -> float:
 
 async def record(recipe, tasks: int, group_size: int) -> list:
     from uni_agent_core.envs.sources import load_tasks
-    from uni_agent_core.rl.stack import rollout_stack
+    from uni_agent_core.rollout.stack import rollout_stack
 
     chosen = load_tasks(recipe.tasks)[:tasks]
     async with rollout_stack(recipe, max_concurrency=tasks * group_size) as stack:

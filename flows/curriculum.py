@@ -7,7 +7,7 @@ from prefect import flow
 
 from tasks.curriculum import refresh
 from uni_agent_core.config.pools import load_recipe_for_pool
-from uni_agent_core.rl.run import default_run_dir
+from uni_agent_core.rundir.layout import default_run_dir
 
 
 @flow(name="curriculum-refresh", log_prints=True)

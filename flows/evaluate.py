@@ -6,7 +6,7 @@ from prefect import flow
 
 from tasks.evaluation import evaluate as evaluate_task
 from uni_agent_core.config.pools import load_recipe_for_pool
-from uni_agent_core.rl.run import default_run_dir
+from uni_agent_core.rundir.layout import default_run_dir
 
 
 @flow(name="evaluate", log_prints=True)

@@ -26,7 +26,7 @@ from tasks.tracking import log_run
 from tasks.training import train as train_task
 from tasks.warm_start import warm_start
 from uni_agent_core.config.pools import load_recipe_for_pool
-from uni_agent_core.rl.run import default_run_dir
+from uni_agent_core.rundir.layout import default_run_dir
 from uni_agent_core.tracking.reproducibility import LAUNCH_ENV
 
 

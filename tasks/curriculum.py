@@ -8,13 +8,13 @@ from pathlib import Path
 from prefect import task
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.curriculum.commands import best_of_n
+from uni_agent_core.curriculum.best_of_n import best_of_n
 from uni_agent_core.curriculum.difficulty import write_difficulty
 from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.refresh import refresh_curriculum
 from uni_agent_core.envs.sources import load_tasks
-from uni_agent_core.rl.checkpoint import latest_complete
-from uni_agent_core.rl.run import checkpoint_dir, history_path
+from uni_agent_core.rundir.checkpoint import latest_complete
+from uni_agent_core.rundir.layout import checkpoint_dir, history_path
 
 
 @task(name="estimate-difficulty")

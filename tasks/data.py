@@ -8,8 +8,8 @@ from pathlib import Path
 from prefect import task
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.curriculum.validation import validate_tasks, write_report
 from uni_agent_core.envs.sources import load_tasks
+from uni_agent_core.envs.validation import validate_tasks, write_report
 from uni_agent_core.envs.verifier import task_sandbox_factory
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import task
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.eval.commands import run_evaluation
+from uni_agent_core.eval.evaluate import run_evaluation
 from uni_agent_core.eval.report import eval_metrics
 from uni_agent_core.eval.suites import recipe_suite
 

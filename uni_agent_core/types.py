@@ -125,15 +125,6 @@ class Trajectory(BaseModel):
     def trainable_tokens(self) -> int:
         return sum(self.loss_mask)
 
-    @staticmethod
-    def to_batch(
-        trajectories: list[Trajectory], *, pad_token_id: int, max_length: int | None = None
-    ) -> Any:
-        """Right-padded training tensors (see `uni_agent_core.rl.batch.trajectories_to_batch`)."""
-        from uni_agent_core.rl.batch import trajectories_to_batch
-
-        return trajectories_to_batch(trajectories, pad_token_id=pad_token_id, max_length=max_length)
-
     @property
     def version_span(self) -> tuple[int, int] | None:
         """(oldest, newest) policy version among sampled tokens, None if none were sampled."""

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from uni_agent_core.config import load_recipe
-from uni_agent_core.rl.rollout import RolloutDriver
 from uni_agent_core.rl.run import TrainingRun
+from uni_agent_core.rollout.driver import RolloutDriver
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 

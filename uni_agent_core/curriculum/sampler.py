@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from uni_agent_core.curriculum.history import SUCCESS_THRESHOLD
-from uni_agent_core.rl.sampler import EpochSampler
+from uni_agent_core.curriculum.task_sampler import EpochSampler
 
 
 class DynamicSampler:

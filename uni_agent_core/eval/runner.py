@@ -24,9 +24,9 @@ from uni_agent_core.envs.verifier import Verifier, task_sandbox_factory
 from uni_agent_core.eval.metrics import EvalSummary, SampleRow, summarize
 from uni_agent_core.eval.report import write_report
 from uni_agent_core.progress import ProgressLines
-from uni_agent_core.rl.checkpoint import Checkpoint
-from uni_agent_core.rl.rollout import episode_seed
-from uni_agent_core.rl.stack import rollout_stack
+from uni_agent_core.rollout.driver import episode_seed
+from uni_agent_core.rollout.stack import rollout_stack
+from uni_agent_core.rundir.checkpoint import Checkpoint
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 SAMPLES = "samples.jsonl"

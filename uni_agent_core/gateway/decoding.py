@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uni_agent_core.gateway.metrics import GatewayMetrics
+from uni_agent_core.gateway.parsers import ParserName, ToolCallStreamFilter, get_parser
 from uni_agent_core.gateway.request import FinishReasonOut, ToolCall
 from uni_agent_core.inference.types import FinishReason
-from uni_agent_core.tools.parsers import ParserName, ToolCallStreamFilter, get_parser
 
 
 @dataclass

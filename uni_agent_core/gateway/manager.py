@@ -22,10 +22,10 @@ from typing import Any
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import ReplyDecoder
 from uni_agent_core.gateway.metrics import GatewayMetrics
+from uni_agent_core.gateway.parsers import ParserName
 from uni_agent_core.gateway.request import Message
 from uni_agent_core.gateway.session import GatewaySession, SessionSettings
 from uni_agent_core.inference.types import Engine
-from uni_agent_core.tools.parsers import ParserName
 
 logger = logging.getLogger(__name__)
 

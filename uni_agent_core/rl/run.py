@@ -38,14 +38,15 @@ import torch
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.sampler import DynamicSampler
+from uni_agent_core.curriculum.task_sampler import EpochSampler
 from uni_agent_core.envs.sources import load_tasks
-from uni_agent_core.rl.checkpoint import latest_complete, restore_checkpoint
 from uni_agent_core.rl.role_switch import RoleSwitch, TrainerReplica
-from uni_agent_core.rl.rollout import RolloutDriver
-from uni_agent_core.rl.sampler import EpochSampler
-from uni_agent_core.rl.stack import episode_concurrency, rollout_stack
 from uni_agent_core.rl.step_loop import StepLoop
 from uni_agent_core.rl.trainer import EmbeddedTrainer
+from uni_agent_core.rollout.driver import RolloutDriver
+from uni_agent_core.rollout.stack import episode_concurrency, rollout_stack
+from uni_agent_core.rundir.checkpoint import latest_complete, restore_checkpoint
+from uni_agent_core.rundir.layout import checkpoint_dir, default_run_dir, history_path
 from uni_agent_core.types import TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -60,31 +61,6 @@ class RunSummary:
     steps: int
     metrics: list[dict[str, float]] = field(default_factory=list)
     resumed_from: Path | None = None
-
-
-def default_run_dir(recipe: Recipe) -> Path:
-    from uni_agent_core.config.recipe import RUNS_DIR
-
-    return Path(RUNS_DIR) / recipe.name
-
-
-def _in_run_dir(configured: Path | None, recipe: Recipe, run_dir: Path | None, name: str) -> Path:
-    """A recipe path that defaults to `runs/<name>/<name>`: moved under `run_dir` when the recipe
-    left the default, kept when the recipe names its own."""
-    run_dir = run_dir or default_run_dir(recipe)
-    if configured is None or configured == default_run_dir(recipe) / name:
-        return run_dir / name
-    return Path(configured)
-
-
-def history_path(recipe: Recipe, run_dir: Path | None = None) -> Path:
-    """The run's attempt history: the recipe's path, or `<run dir>/history.sqlite`."""
-    return _in_run_dir(recipe.curriculum.history_path, recipe, run_dir, "history.sqlite")
-
-
-def checkpoint_dir(recipe: Recipe, run_dir: Path | None = None) -> Path:
-    """The run's checkpoints: the recipe's directory, or `<run dir>/checkpoints`."""
-    return _in_run_dir(recipe.trainer.checkpoint_dir, recipe, run_dir, "checkpoints")
 
 
 class TrainingRun:

@@ -72,7 +72,7 @@ async def gold_trajectories(
     from uni_agent_core.gateway.embedded import serving_gateway
     from uni_agent_core.gateway.launch import load_tokenizer, session_manager
     from uni_agent_core.inference.scripted import ScriptedEngine
-    from uni_agent_core.rl.rollout import RolloutDriver
+    from uni_agent_core.rollout.driver import RolloutDriver
 
     tokenizer = load_tokenizer(recipe.policy)
     engine = ScriptedEngine(tokenizer)

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uni_agent_core.curriculum.history import Attempt
-from uni_agent_core.rl.checkpoint import prune, save_checkpoint
 from uni_agent_core.rl.metrics import episode_metrics, router_step_metrics, zero_variance_groups
-from uni_agent_core.rl.rollout import RolloutDriver
 from uni_agent_core.rl.samples import write_samples
 from uni_agent_core.rl.trainer import EmbeddedTrainer
+from uni_agent_core.rollout.driver import RolloutDriver
 from uni_agent_core.router.router import Router
+from uni_agent_core.rundir.checkpoint import prune, save_checkpoint
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 if TYPE_CHECKING:

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from uni_agent_core.rl.batch import trajectories_to_batch
 from uni_agent_core.types import Trajectory
 
 
@@ -26,7 +27,7 @@ def _trajectory(chain_id: int, prompt: list[int], response: list[int], mask: lis
 def test_rows_are_right_padded_and_aligned_to_tokens() -> None:
     a = _trajectory(0, [1, 2, 3], [10, 11, 12, 13], [1, 1, 0, 1], reward=1.0)
     b = _trajectory(1, [1, 2], [20], [1])
-    batch = Trajectory.to_batch([a, b], pad_token_id=0)
+    batch = trajectories_to_batch([a, b], pad_token_id=0)
     assert batch.input_ids_B_T.tolist() == [[1, 2, 3, 10, 11, 12, 13], [1, 2, 20, 0, 0, 0, 0]]
     assert batch.attention_mask_B_T.tolist() == [[1] * 7, [1, 1, 1, 0, 0, 0, 0]]
     assert batch.loss_mask_B_T.tolist() == [[0, 0, 0, 1, 1, 0, 1], [0, 0, 1, 0, 0, 0, 0]]
@@ -43,6 +44,6 @@ def test_rows_are_right_padded_and_aligned_to_tokens() -> None:
 def test_rows_longer_than_max_length_are_refused() -> None:
     a = _trajectory(7, [1, 2, 3], [4, 5], [1, 1])
     with pytest.raises(ValueError, match=r"\(chain 7\) has 5 tokens"):
-        Trajectory.to_batch([a], pad_token_id=0, max_length=4)
+        trajectories_to_batch([a], pad_token_id=0, max_length=4)
     with pytest.raises(ValueError, match="at least one"):
-        Trajectory.to_batch([], pad_token_id=0)
+        trajectories_to_batch([], pad_token_id=0)

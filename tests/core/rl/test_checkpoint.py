@@ -6,7 +6,8 @@ import random
 import numpy as np
 import torch
 
-from uni_agent_core.rl.checkpoint import (
+from uni_agent_core.curriculum.task_sampler import EpochSampler
+from uni_agent_core.rundir.checkpoint import (
     MANIFEST,
     latest_complete,
     list_complete,
@@ -14,7 +15,6 @@ from uni_agent_core.rl.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from uni_agent_core.rl.sampler import EpochSampler
 
 
 def _Model():  # noqa: N802 - a fresh tiny policy, as the trainer checkpoints it

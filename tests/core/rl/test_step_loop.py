@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from uni_agent_core.config import load_recipe
+from uni_agent_core.curriculum.task_sampler import EpochSampler
 from uni_agent_core.rl.run import RunSummary
-from uni_agent_core.rl.sampler import EpochSampler
 from uni_agent_core.rl.step_loop import StepLoop
 from uni_agent_core.rl.trainer import StepOutcome
 from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec

@@ -48,10 +48,10 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, register
 
 from uni_agent_core.config.backend import ChainSelection, VerlBackendConfig
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.rl.rollout import RolloutDriver, episode_seed
-from uni_agent_core.rl.stack import episode_concurrency
 from uni_agent_core.rl.verl.engine_adapter import VerlServerEngine
 from uni_agent_core.rl.verl.names import AGENT_NAME, RECIPE_ENV
+from uni_agent_core.rollout.driver import RolloutDriver, episode_seed
+from uni_agent_core.rollout.stack import episode_concurrency
 from uni_agent_core.types import RolloutResult, TaskSpec, Trajectory
 
 logger = logging.getLogger(__name__)

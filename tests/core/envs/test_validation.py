@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from support.tasks import micro_swe_tasks, sandbox_factory
 
-from uni_agent_core.curriculum.validation import (
+from uni_agent_core.envs.patches import unified_patch
+from uni_agent_core.envs.validation import (
     Defect,
     statement_leaks_patch,
     validate_tasks,
     write_report,
 )
-from uni_agent_core.envs.patches import unified_patch
 
 FLAKY_TEST = """\
 import os

@@ -1,5 +1,5 @@
-"""What `agent-rl curriculum estimate | refresh` do: Best-of-N rollouts through the recipe's
-rollout stack, the difficulty table, and a new published curriculum version.
+"""`agent-rl curriculum estimate | refresh`: Best-of-N rollouts through the recipe's rollout
+stack, the difficulty table, and a new published curriculum version.
 
 Both record every attempt in the run's history (`<run dir>/history.sqlite` unless the recipe
 names another), print progress lines on stderr and a summary on stdout.
@@ -8,61 +8,16 @@ names another), print progress lines on stderr and a summary on stdout.
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.curriculum.difficulty import (
-    DifficultyReport,
-    estimate_difficulty,
-    write_difficulty,
-)
+from uni_agent_core.curriculum.best_of_n import best_of_n
+from uni_agent_core.curriculum.difficulty import write_difficulty
 from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.refresh import Published, refresh_curriculum
 from uni_agent_core.envs.sources import load_tasks
-from uni_agent_core.progress import ProgressLines
-from uni_agent_core.rl.checkpoint import Checkpoint, latest_complete
-from uni_agent_core.rl.rollout import episode_seed
-from uni_agent_core.rl.run import checkpoint_dir, default_run_dir, history_path
-from uni_agent_core.rl.stack import episode_concurrency, rollout_stack
-from uni_agent_core.types import RolloutResult, TaskSpec
-
-
-async def best_of_n(
-    recipe: Recipe,
-    tasks: list[TaskSpec],
-    n: int,
-    history: AttemptHistory,
-    *,
-    checkpoint: Checkpoint | None = None,
-) -> DifficultyReport:
-    """Best-of-`n` over `tasks` with the recipe's policy (or a checkpoint's weights)."""
-    progress = ProgressLines("best-of-n", sys.stderr, unit="episodes")
-    weights = checkpoint.path / "model" if checkpoint else None
-    version = int(checkpoint.state.get("version", 0)) if checkpoint else 0
-    concurrency = episode_concurrency(recipe)
-    async with rollout_stack(
-        recipe, max_concurrency=concurrency, weights=weights, version=version
-    ) as stack:
-
-        def episode(task: TaskSpec, index: int):  # noqa: ANN202 - a coroutine
-            seed = episode_seed(recipe.seed, -1 - version, task.instance_id, index)
-            return stack.driver.episode(task, index, seed=seed)
-
-        def on_episode(done: int, total: int, result: RolloutResult) -> None:
-            outcome = f"reward {result.reward:g} ({result.exit_reason.value})"
-            progress.line(done, total, f"{result.task_id}#{result.sample_index}", outcome, False)
-
-        return await estimate_difficulty(
-            tasks,
-            episode,
-            n=n,
-            band=recipe.curriculum.target_band,
-            history=history,
-            run_id=f"{recipe.name}/best-of-{n}",
-            concurrency=concurrency,
-            on_episode=on_episode,
-        )
+from uni_agent_core.rundir.checkpoint import Checkpoint, latest_complete
+from uni_agent_core.rundir.layout import checkpoint_dir, default_run_dir, history_path
 
 
 def estimate(

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from uni_agent_core.router.sim.async_rl import (
+from uni_agent_core.router.sim.workloads import SWE
+from uni_agent_core.sim.async_rl import (
     MODES,
     AsyncRLConfig,
     UniAgentComparison,
@@ -17,7 +18,6 @@ from uni_agent_core.router.sim.async_rl import (
     reproduce_uni_agent,
     simulate_training,
 )
-from uni_agent_core.router.sim.workloads import SWE
 
 ROOT = Path(__file__).resolve().parents[3]
 

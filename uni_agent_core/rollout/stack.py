@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.rl.rollout import RolloutDriver
+from uni_agent_core.rollout.driver import RolloutDriver
 
 
 @dataclass

@@ -8,7 +8,7 @@ colocated -35.4% wall clock, separate -38.1%, and role switching about +40% thro
 fully async without it (`PUBLISHED`). This model is meant to reproduce the *direction* of those
 figures from stated costs, not their magnitudes (see "Results" below: they differ, and why).
 
-    from uni_agent_core.router.sim.async_rl import reproduce_uni_agent, format_table
+    from uni_agent_core.sim.async_rl import reproduce_uni_agent, format_table
     print(format_table(reproduce_uni_agent()))        # or: python bench/async_cluster.py
 
 What is simulated

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uni_agent_core.models import load_policy
-from uni_agent_core.tools.parsers import (
+from uni_agent_core.gateway.parsers import (
     HermesParser,
     ParseResult,
     ToolCallStreamFilter,
     XmlParser,
     get_parser,
 )
+from uni_agent_core.models import load_policy
 
 ASSISTANT_OPEN = "<|im_start|>assistant\n"
 END_OF_TURN = "<|im_end|>"

@@ -107,14 +107,14 @@ def _data_sandbox(args: argparse.Namespace):  # noqa: ANN202 - SandboxConfig
 
 
 def _cmd_data_generate(args: argparse.Namespace) -> int:
-    from uni_agent_core.envs.commands import generate_micro_swe
+    from uni_agent_core.cli.data import generate_micro_swe
 
     levels = [level.strip() for level in args.levels.split(",") if level.strip()]
     return generate_micro_swe(args.n, args.seed, args.out, levels, args.split)
 
 
 def _cmd_data_validate(args: argparse.Namespace) -> int:
-    from uni_agent_core.envs.commands import validate_data
+    from uni_agent_core.cli.data import validate_data
 
     return validate_data(
         args.path,
@@ -128,7 +128,7 @@ def _cmd_data_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_data_oracle(args: argparse.Namespace) -> int:
-    from uni_agent_core.envs.commands import oracle_score
+    from uni_agent_core.cli.data import oracle_score
 
     return oracle_score(
         args.path, concurrency=args.concurrency, sandbox=_data_sandbox(args), split=args.split
@@ -136,16 +136,16 @@ def _cmd_data_oracle(args: argparse.Namespace) -> int:
 
 
 def _cmd_curriculum_estimate(args: argparse.Namespace) -> int:
+    from uni_agent_core.cli.curriculum import estimate
     from uni_agent_core.config import load_recipe
-    from uni_agent_core.curriculum.commands import estimate
 
     recipe = load_recipe(args.recipe, list(args.set))
     return estimate(recipe, n=args.n, max_tasks=args.max_tasks, out=args.out, run_dir=args.run_dir)
 
 
 def _cmd_curriculum_refresh(args: argparse.Namespace) -> int:
+    from uni_agent_core.cli.curriculum import refresh
     from uni_agent_core.config import load_recipe
-    from uni_agent_core.curriculum.commands import refresh
 
     recipe = load_recipe(args.recipe, list(args.set))
     return refresh(recipe, n=args.n, checkpoint=args.checkpoint, out=args.out, run_dir=args.run_dir)
@@ -179,8 +179,8 @@ def _add_curriculum_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from uni_agent_core.cli.eval import evaluate_command
     from uni_agent_core.config import load_recipe
-    from uni_agent_core.eval.commands import evaluate_command
 
     recipe = load_recipe(args.recipe, list(args.set))
     return evaluate_command(
@@ -245,8 +245,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from uni_agent_core.config import load_recipe
     from uni_agent_core.envs.sources import load_tasks
-    from uni_agent_core.rl.run import TrainingRun, default_run_dir
+    from uni_agent_core.rl.run import TrainingRun
     from uni_agent_core.rl.warm_start import run_warm_start, warm_started
+    from uni_agent_core.rundir.layout import default_run_dir
 
     recipe = load_recipe(args.recipe, list(args.set))
     if recipe.trainer.backend.type == "verl":
@@ -287,9 +288,9 @@ def _cmd_verl_launch(args: argparse.Namespace) -> int:
 def _launch_on_verl(recipe: Any, run_dir: str | None, *, dry_run: bool) -> int:
     from pathlib import Path
 
-    from uni_agent_core.rl.run import default_run_dir
     from uni_agent_core.rl.verl.compile import VerlConfigError
     from uni_agent_core.rl.verl.launch import VerlLaunchError, launch_recipe
+    from uni_agent_core.rundir.layout import default_run_dir
 
     directory = Path(run_dir) if run_dir else default_run_dir(recipe)
     try:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TextIO
 
 from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
-from uni_agent_core.curriculum.validation import TaskValidation, validate_tasks, write_report
 from uni_agent_core.envs.micro_swe.generator import Split, generate, write_dataset
 from uni_agent_core.envs.parallel import map_bounded
 from uni_agent_core.envs.sources import TaskSourceError, load_task_file
+from uni_agent_core.envs.validation import TaskValidation, validate_tasks, write_report
 from uni_agent_core.envs.verifier import Verdict, Verifier, task_sandbox_factory
 from uni_agent_core.progress import ProgressLines
 from uni_agent_core.types import TaskSpec
