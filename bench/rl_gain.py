@@ -110,7 +110,7 @@ def main() -> None:
     from uni_agent_core.envs.micro_swe.generator import generate, write_dataset
     from uni_agent_core.envs.sources import load_tasks
     from uni_agent_core.eval.metrics import paired_bootstrap_delta
-    from uni_agent_core.rl.host_memory import release_host_memory
+    from uni_agent_core.host_memory import release_host_memory
     from uni_agent_core.rl.run import TrainingRun
     from uni_agent_core.rl.warm_start import run_warm_start, warm_started
 

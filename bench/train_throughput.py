@@ -109,7 +109,7 @@ def make_trainer(model, recipe, pad: int, *, shared_prefix: bool):
 
 
 def timed_step(model, recipe, pad: int, results: list, *, shared_prefix: bool) -> dict:
-    from uni_agent_core.rl.host_memory import release_host_memory
+    from uni_agent_core.host_memory import release_host_memory
 
     trainer = make_trainer(model, recipe, pad, shared_prefix=shared_prefix)
     release_host_memory()

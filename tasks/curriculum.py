@@ -14,7 +14,12 @@ from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.refresh import refresh_curriculum
 from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.rundir.checkpoint import latest_complete
-from uni_agent_core.rundir.layout import checkpoint_dir, history_path
+from uni_agent_core.rundir.layout import (
+    CURRICULUM,
+    PUBLISHED_CURRICULUM,
+    checkpoint_dir,
+    history_path,
+)
 
 
 @task(name="estimate-difficulty")
@@ -27,7 +32,7 @@ def estimate_difficulty(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> P
     tasks = [t for t in load_tasks(recipe.tasks) if t.instance_id in wanted]
     history = AttemptHistory(history_path(recipe, run_dir))
     report = asyncio.run(best_of_n(recipe, tasks, recipe.curriculum.best_of_n, history))
-    path = write_difficulty(report, run_dir / "curriculum")
+    path = write_difficulty(report, run_dir / CURRICULUM)
     print(f"estimate-difficulty: {report.counts()}; {len(report.kept_ids)} learnable; {path}")
     return path
 
@@ -44,7 +49,7 @@ def refresh(recipe: Recipe, run_dir: Path, probes: int) -> dict:
     published = refresh_curriculum(
         history,
         [t.instance_id for t in tasks],
-        run_dir / "curriculum" / "published",
+        run_dir / PUBLISHED_CURRICULUM,
         window=curriculum.window,
         band=curriculum.target_band,
         min_attempts=curriculum.min_attempts,

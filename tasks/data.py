@@ -11,6 +11,7 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.envs.validation import validate_tasks, write_report
 from uni_agent_core.envs.verifier import task_sandbox_factory
+from uni_agent_core.rundir.layout import VALIDATION
 
 
 @task(name="validate-data", retries=1, retry_delay_seconds=10)
@@ -22,7 +23,7 @@ def validate_data(recipe: Recipe, run_dir: Path) -> list[str]:
         print(f"validate-data: {len(tasks)} tasks kept unchecked (on_spec_defect: keep)")
         return [t.instance_id for t in tasks]
     report = asyncio.run(validate_tasks(tasks, task_sandbox_factory(recipe.sandbox)))
-    path = write_report(report, run_dir / "validation", source=recipe.name)
+    path = write_report(report, run_dir / VALIDATION, source=recipe.name)
     print(
         f"validate-data: {report.valid}/{report.total} valid; defects {report.by_defect}; "
         f"report {path}"

@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import task
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.rundir.layout import CURRICULUM, VALIDATION
 from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 
 
@@ -38,8 +39,8 @@ def log_run(
         tracker.log_values(step, {"eval/pass@1_delta": delta})
         reports.append(Path(before["report_dir"]))
     for directory, names in (
-        (run_dir / "validation", ("validation.json", "validation.md")),
-        (run_dir / "curriculum", ("difficulty.json", "difficulty.md")),
+        (run_dir / VALIDATION, ("validation.json", "validation.md")),
+        (run_dir / CURRICULUM, ("difficulty.json", "difficulty.md")),
         *((report, ("report.json", "report.md", "samples.jsonl")) for report in reports),
     ):
         for name in names:

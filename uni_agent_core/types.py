@@ -1,9 +1,9 @@
 """Records shared across modules: trajectories, engine calls and exit reasons.
 
 A `Trajectory` is one chain of a gateway session in token space: what the trainer learns from.
-An `EngineCall` is one generation the gateway asked an engine for; the TITO invariant of
-DESIGN.md ties the two together (every call's prompt is its chain's tokens so far, and every
-call's output appears verbatim as a trainable span of that chain).
+An `EngineCall` is one generation the gateway asked an engine for; the TITO invariant
+(docs/architecture.md, "Trajectory") ties the two together: every call's prompt is its chain's
+tokens so far, and every call's output appears verbatim as a trainable span of that chain.
 """
 
 from __future__ import annotations

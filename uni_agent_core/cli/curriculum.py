@@ -17,7 +17,13 @@ from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.refresh import Published, refresh_curriculum
 from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.rundir.checkpoint import Checkpoint, latest_complete
-from uni_agent_core.rundir.layout import checkpoint_dir, default_run_dir, history_path
+from uni_agent_core.rundir.layout import (
+    CURRICULUM,
+    PUBLISHED_CURRICULUM,
+    checkpoint_dir,
+    default_run_dir,
+    history_path,
+)
 
 
 def estimate(
@@ -29,7 +35,7 @@ def estimate(
     history = AttemptHistory(history_path(recipe, root))
     samples = n or recipe.curriculum.best_of_n
     report = asyncio.run(best_of_n(recipe, tasks, samples, history))
-    target = write_difficulty(report, Path(out) if out else root / "curriculum")
+    target = write_difficulty(report, Path(out) if out else root / CURRICULUM)
     counts = ", ".join(f"{bucket} {count}" for bucket, count in report.counts().items())
     print(
         f"best-of-{samples} over {len(tasks)} tasks in {report.duration_s:.1f}s: {counts}; "
@@ -60,7 +66,7 @@ def refresh(
     published: Published = refresh_curriculum(
         history,
         [task.instance_id for task in tasks],
-        Path(out) if out else root / "curriculum" / "published",
+        Path(out) if out else root / PUBLISHED_CURRICULUM,
         window=curriculum.window,
         band=curriculum.target_band,
         min_attempts=curriculum.min_attempts,

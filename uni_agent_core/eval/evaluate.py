@@ -14,7 +14,7 @@ from uni_agent_core.eval.metrics import EvalSummary
 from uni_agent_core.eval.runner import Evaluation
 from uni_agent_core.eval.suites import resolve_suite
 from uni_agent_core.rundir.checkpoint import Checkpoint, latest_complete, list_complete
-from uni_agent_core.rundir.layout import checkpoint_dir, default_run_dir
+from uni_agent_core.rundir.layout import EVAL, checkpoint_dir, default_run_dir
 
 
 def resolve_checkpoint(recipe: Recipe, name: str, run_dir: Path) -> Checkpoint | None:
@@ -74,7 +74,7 @@ def run_evaluation(
     samples = 1 if oracle else (k or recipe.eval.k)
     label = "oracle" if oracle else (source.path.name if source else "base")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(suite).stem if Path(suite).exists() else suite)
-    target = Path(out) if out else root / "eval" / f"{slug}-{label}"
+    target = Path(out) if out else root / EVAL / f"{slug}-{label}"
     evaluation = Evaluation(
         recipe,
         tasks,

@@ -4,38 +4,28 @@ When many agents send their turn at once, the process holds every request in fli
 the raw body, the parsed messages and the engine prompt — about 45 KB for a 3K-token history.
 Once they are answered, that memory is free, but glibc's malloc keeps the pages: they lie as
 holes between the long-lived token buffers of the chains, and malloc returns only the top of
-its heap by itself. `malloc_trim(0)` hands every free page back (`madvise`). With
-`bench/gateway.py`'s 1000 concurrent 20-turn sessions that is about a fifth of the RSS the
-burst left behind (server RSS per stored token about 20 B right after it, 15-16 B at rest).
+its heap by itself. `malloc_trim(0)` hands every free page back (`madvise`); how much that
+is after a burst of `bench/gateway.py`: `bench/README.md`, "Gateway".
 
 `IdleHeapTrimmer` calls it once the process has been quiet for a moment: it samples an activity
 counter (requests started plus requests finished) every `interval_s`, and trims when the counter
 has not moved for a whole interval after it last did — after the last answer of a burst, not
 only after its last arrival. A process under steady load never trims (its free pages are reused
 at once); one that pauses, as agent sessions do while their tools run, gives the burst's memory
-back within one to two intervals. A trim runs on a worker thread; in the benchmark's gateway
-process (about 550 MB) it took about 5 ms. Where the C library has no `malloc_trim` (musl,
-macOS) the trimmer does nothing.
+back within one to two intervals. A trim runs on a worker thread. Where the C library has no
+`malloc_trim` (musl, macOS) the trimmer does nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import time
 from collections.abc import Callable
 
+from uni_agent_core.host_memory import malloc_trim
+
 logger = logging.getLogger(__name__)
-
-
-def _libc_malloc_trim() -> Callable[[int], int] | None:
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
 
 
 class IdleHeapTrimmer:
@@ -60,7 +50,7 @@ class IdleHeapTrimmer:
         self.on_trim = on_trim
         self.trims = 0
         self.trim_seconds = 0.0
-        self._malloc_trim = _libc_malloc_trim()
+        self._malloc_trim = malloc_trim()
         self._last = activity()
         self._pending = False
 

@@ -97,9 +97,8 @@ def serve(
       generations (`gc.freeze()`); otherwise every full collection rescans all of it;
     - collections run less often (`SERVER_GC_THRESHOLDS`): each one traverses the container
       objects of every request in flight (parsed bodies, messages, records), so under load
-      CPython's default thresholds (700, 10, 10) cost throughput. With `bench/gateway.py`'s
-      workload, defaults vs these: 1990 vs 2080-2210 turns per CPU-second at 1000 concurrent
-      sessions, 1905 vs 2440 at 100.
+      CPython's default thresholds (700, 10, 10) cost throughput (measured: `bench/README.md`,
+      "Gateway").
 
     Freed C heap is handed back to the OS once a burst of requests is over (`heap.py`).
     """

@@ -1,6 +1,6 @@
 """The gateway's HTTP server (FastAPI): sessions, OpenAI and Anthropic endpoints, records.
 
-Endpoints (DESIGN.md, "Gateway HTTP API"):
+Endpoints (docs/architecture.md, "Gateway HTTP API"):
 
 - `POST /sessions` -> `{session_id, api_key, openai_base_url, anthropic_base_url}`
 - `POST /sessions/<id>/v1/chat/completions` (OpenAI, `stream` as SSE), `GET .../v1/models`

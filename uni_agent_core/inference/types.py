@@ -148,7 +148,7 @@ class EngineStats(BaseModel):
 
 @runtime_checkable
 class Engine(Protocol):
-    """What every inference backend provides (see DESIGN.md, "Engine")."""
+    """What every inference backend provides (docs/architecture.md, "Engine")."""
 
     async def generate(self, request: GenerateRequest) -> TokenOutput:
         """Sample a continuation of `request.prompt_ids`."""

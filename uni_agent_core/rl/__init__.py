@@ -1,1 +1,2 @@
-"""RL training: batches, losses, trainers, async orchestration (see DESIGN.md)."""
+"""RL training: losses, trainers, the step loop, training runs, warm start and verl
+(docs/architecture.md, "The two paths")."""

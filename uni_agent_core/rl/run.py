@@ -46,7 +46,17 @@ from uni_agent_core.rl.trainer import EmbeddedTrainer
 from uni_agent_core.rollout.driver import RolloutDriver
 from uni_agent_core.rollout.stack import episode_concurrency, rollout_stack
 from uni_agent_core.rundir.checkpoint import latest_complete, restore_checkpoint
-from uni_agent_core.rundir.layout import checkpoint_dir, default_run_dir, history_path
+from uni_agent_core.rundir.layout import (
+    CURVES,
+    HISTORY_SNAPSHOT,
+    METRICS,
+    RESOLVED_RECIPE,
+    TRAJECTORIES,
+    checkpoint_dir,
+    default_run_dir,
+    history_path,
+    write_resolved_recipe,
+)
 from uni_agent_core.types import TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -172,7 +182,7 @@ class TrainingRun:
                 start_step, resumed = checkpoint.step, checkpoint.path
                 mlflow_run = checkpoint.state.get("mlflow_run_id") or mlflow_run
                 self.echo(f"resuming from {checkpoint.path} (step {checkpoint.step})")
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_resolved_recipe(self.recipe, self.run_dir)
         summary = RunSummary(self.run_dir, start_step, 0, resumed_from=resumed)
         concurrency = episode_concurrency(self.recipe)
         self._tasks = tasks
@@ -230,23 +240,15 @@ class TrainingRun:
 
         recipe = self.recipe
         self.tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_id=run_id)
-        resolved = recipe.model_dump(mode="json")
-        params = {
-            key: resolved[key]
-            for key in (
-                "policy",
-                "engine",
-                "harness",
-                "tasks",
-                "reward",
-                "trainer",
-                "curriculum",
-                "warm_start",
-            )
-        }
         self.tracker.log_params(
-            {"recipe": recipe.name, "seed": self.seed, "task_count": task_count, **params}
+            {
+                "recipe": recipe.name,
+                "seed": self.seed,
+                "task_count": task_count,
+                **recipe.model_dump(mode="json"),
+            }
         )
+        self.tracker.log_artifact(self.run_dir / RESOLVED_RECIPE)
         from uni_agent_core.tracking.reproducibility import reproducibility_record
 
         record = reproducibility_record(recipe, list(self._tasks.values()))
@@ -256,13 +258,13 @@ class TrainingRun:
         tracker = self.tracker
         if tracker is None:
             return
-        metrics = self.run_dir / "metrics.jsonl"
+        metrics = self.run_dir / METRICS
         if metrics.is_file():
             tracker.log_artifact(metrics)
             tracker.log_artifact(self._plot(metrics), "plots")
         if self.history is not None:
-            tracker.log_artifact(self.history.snapshot(self.run_dir / "history-snapshot.sqlite"))
-        samples = self.run_dir / "trajectories"
+            tracker.log_artifact(self.history.snapshot(self.run_dir / HISTORY_SNAPSHOT))
+        samples = self.run_dir / TRAJECTORIES
         if samples.is_dir():
             tracker.log_artifact(samples, "trajectories")
         final = latest_complete(self.checkpoint_dir)
@@ -281,7 +283,7 @@ class TrainingRun:
                 key: [(row["step"], row[key]) for row in rows if key in row] for key in keys
             }
         }
-        return plot_curves(series, keys, self.run_dir / "curves.png", self.recipe.name)
+        return plot_curves(series, keys, self.run_dir / CURVES, self.recipe.name)
 
     def _sampler(self, task_ids: list[str]) -> Any:
         """The curriculum's dynamic sampler (fed by the attempt history), or epoch order."""

@@ -28,6 +28,7 @@ from uni_agent_core.rl.trainer import EmbeddedTrainer
 from uni_agent_core.rollout.driver import RolloutDriver
 from uni_agent_core.router.router import Router
 from uni_agent_core.rundir.checkpoint import prune, save_checkpoint
+from uni_agent_core.rundir.layout import METRICS, TRAJECTORIES
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class StepLoop:
         """Tasks of finished groups not yet trained on (saved as pending in checkpoints)."""
         self.in_flight: dict[asyncio.Task[_Group], str] = {}
         self.ready: asyncio.Queue[_Group] = asyncio.Queue()
-        self.metrics_path = run.run_dir / "metrics.jsonl"
+        self.metrics_path = run.run_dir / METRICS
         self.role_switch = role_switch
         """`RoleSwitch` in separate_async: the trainer serves rollouts while it waits."""
 
@@ -221,7 +222,7 @@ class StepLoop:
                 write_samples(
                     results,
                     step + 1,
-                    self.run_.run_dir / "trajectories",
+                    self.run_.run_dir / TRAJECTORIES,
                     self.run_.recipe.tracking.log_trajectories_per_step,
                     self.run_.tokenizer,
                 )

@@ -33,9 +33,9 @@ from typing import Any
 import torch
 
 from uni_agent_core.config.training import TrainerConfig
+from uni_agent_core.host_memory import release_host_memory
 from uni_agent_core.rl.algorithms import PolicyLoss, episode_advantages, rollout_is_weights
 from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
-from uni_agent_core.rl.host_memory import release_host_memory
 from uni_agent_core.rl.logprobs import token_logprobs
 from uni_agent_core.rl.metrics import zero_variance_groups
 from uni_agent_core.rl.prefix_forward import SharedPrefix, row_logprobs, rows_prefix_length
@@ -203,7 +203,7 @@ class EmbeddedTrainer:
         metrics = self._update(batch, advantages_B, row_groups)
         tokens, size = int(batch.loss_mask_B_T.sum()), batch.size
         del batch
-        release_host_memory()  # the step's activations, back to the OS (see host_memory.py)
+        release_host_memory()  # the step's activations, back to the OS (host_memory.py)
         metrics["perf/train_s"] = time.perf_counter() - started
         metrics["train/trained_episodes"] = float(len(kept))
         return StepOutcome(updated=True, metrics=metrics, rows=size, tokens=tokens)

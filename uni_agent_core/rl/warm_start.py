@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.rundir.layout import WARM_START
 from uni_agent_core.types import TaskSpec, Trajectory
 
 REPORT = "report.json"
@@ -45,7 +46,7 @@ class WarmStartResult:
 
 
 def warm_start_dir(run_dir: Path) -> Path:
-    return run_dir / "warm_start"
+    return run_dir / WARM_START
 
 
 def warm_started(recipe: Recipe, result: WarmStartResult) -> Recipe:
@@ -117,8 +118,8 @@ def run_warm_start(
     Raises:
         ValueError: none of the tasks yields a resolved gold episode.
     """
+    from uni_agent_core.host_memory import release_host_memory
     from uni_agent_core.models import load_policy
-    from uni_agent_core.rl.host_memory import release_host_memory
     from uni_agent_core.rl.sft import gold_trajectories, save_policy, supervised_warm_start
     from uni_agent_core.tracking.plots import plot_curves
 

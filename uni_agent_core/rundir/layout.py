@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from uni_agent_core.config.recipe import RUNS_DIR, Recipe
 
 RESOLVED_RECIPE = "resolved_recipe.yaml"
@@ -60,3 +62,17 @@ def history_path(recipe: Recipe, run_dir: Path | None = None) -> Path:
 def checkpoint_dir(recipe: Recipe, run_dir: Path | None = None) -> Path:
     """The run's checkpoints: the recipe's directory, or `<run dir>/checkpoints`."""
     return _in_run_dir(recipe.trainer.checkpoint_dir, recipe, run_dir, "checkpoints")
+
+
+def write_resolved_recipe(recipe: Recipe, run_dir: Path) -> Path:
+    """Write `<run dir>/resolved_recipe.yaml`: the recipe as the run uses it, after `--set`
+    overrides, pool profiles and defaults, with the checkpoint directory and attempt history
+    this run directory gives them; `load_recipe` reads it back."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    used = recipe.model_copy(deep=True)
+    used.trainer.checkpoint_dir = checkpoint_dir(recipe, run_dir)
+    used.curriculum.history_path = history_path(recipe, run_dir)
+    target = run_dir / RESOLVED_RECIPE
+    text = yaml.safe_dump(used.model_dump(mode="json"), sort_keys=False)
+    target.write_text(f"# the recipe {recipe.name!r} as this run resolved it\n{text}")
+    return target

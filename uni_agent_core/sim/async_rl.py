@@ -118,37 +118,8 @@ Metrics (`TrainingSimResult`)
   it holds a turn prefilling or decoding (nvidia-smi's notion: it says nothing of batch size);
 - staleness: trainer version - the group's oldest sample version, averaged over trained samples.
 
-Results (`python bench/async_cluster.py`: defaults, seed 0)
------------------------------------------------------------
-    mode                     wall h  vs sync  samples/s  vs sync  vs separate  idle  util  stale
-    sync                       2.11    +0.0%      1.081    1.00x        0.54x    0%   35%   0.00
-    colocated                  0.87   -58.9%      2.630    2.43x        1.31x    0%   97%   0.80
-    separate                   1.13   -46.1%      2.007    1.86x        1.00x   59%   78%   0.86
-    separate_role_switching    1.04   -50.5%      2.185    2.02x        1.09x    0%   82%   0.84
-
-The directions hold: both async modes beat sync, and role switching beats fully async without
-it (seeds 1 and 2: colocated -54%, separate -40%, role switching +10% and +11%). The
-magnitudes do not match, for reasons the model makes visible:
-
-- sync loses more than published (-59% / -46% here vs -35% / -38%): the SWE workload's tail (up
-  to 100 turns, tool pauses up to 10 min) holds every sync step's generation ~14 min for its
-  slowest groups while most replicas idle (35% busy);
-- colocated beats separate here (published: separate slightly ahead): training on all 64 GPUs
-  takes ~104 s a step and pausing generation for it costs little, since tool pauses go on
-  meanwhile; the separate trainer (32 GPUs, ~208 s) overlaps with rollout only within the
-  staleness bound: with at most two batches in flight the rollout pool runs low while the
-  trainer trains, and the trainer then waits (59% of the time) for the next batch's slowest
-  groups;
-- role switching gains +9%, not +40%: under the staleness bound a batch's time is largely set by
-  its slowest groups' turns and tool pauses, which extra replicas do not shorten (the rollout
-  pool is 78% busy, not saturated). The gain grows with the trainer's share of the cluster
-  (`--sweep-split`, role switching over separate: 2 trainer nodes +1%, 3 +4%, 4 +9%, 5 +22%,
-  6 +85%) and with the bound (max_staleness 2, 4 steps: +29%).
-
-Sensitivity (4 steps, seed 0): affinity band 16, switch costs x3 (15 s, push 6 s), MFU 30% or
-50% give colocated -58% to -62%, separate -43% to -48%, role switching +8% to +14%: same
-directions. Nothing was fitted to the published figures; the one choice made after looking at
-results is the default split (4 + 4, above). `bench/async_cluster.py` runs in ~20 s here.
+Results: `python bench/async_cluster.py`; the last measured table, and how it departs from
+Uni-Agent's published figures and why, are in `bench/README.md` ("Training modes on a cluster").
 """
 
 from __future__ import annotations

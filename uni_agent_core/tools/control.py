@@ -1,8 +1,8 @@
 """The tools that end an episode: `submit` (the working tree is the answer) and `finish`.
 
 Neither touches the sandbox: the reward is computed later, in a fresh sandbox, from the agent's
-diff (see DESIGN.md, "Tasks and rewards"). The harness maps `submit` to `ExitReason.SUBMITTED` and
-`finish` to `ExitReason.FINISHED`.
+diff (docs/architecture.md, "Tasks and rewards"). The harness maps `submit` to
+`ExitReason.SUBMITTED` and `finish` to `ExitReason.FINISHED`.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ def metric_name(name: str) -> str:
     return name.replace("@", "_at_")
 
 
+_PARAMS_PER_BATCH = 100
+"""MLflow refuses a `log_batch` with more params than this."""
+
+
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """Nested mappings as dotted keys with string values (MLflow params)."""
     flat: dict[str, str] = {}
@@ -72,8 +76,9 @@ class MlflowTracker:
         fresh = {k: v for k, v in flatten(params).items() if k not in existing}
         from mlflow.entities import Param
 
-        if fresh:
-            self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in fresh.items()])
+        items = [Param(k, v) for k, v in fresh.items()]
+        for start in range(0, len(items), _PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=items[start : start + _PARAMS_PER_BATCH])
 
     def log_step(self, step: int, metrics: Mapping[str, float]) -> bool:
         """Log one step's metrics; returns False (and logs nothing) for an already logged step."""

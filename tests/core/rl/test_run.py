@@ -13,6 +13,7 @@ import pytest
 from support.parity_run import parity_run
 
 from uni_agent_core.cli import main
+from uni_agent_core.config import load_recipe
 
 ROOT = Path(__file__).resolve().parents[3]
 CI_SMOKE = str(ROOT / "recipes" / "ci-smoke.yaml")
@@ -83,6 +84,17 @@ def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, ca
     assert steps == [1, 2]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"metrics.jsonl", "plots", "trajectories", "checkpoint"} <= artifacts
+    # what the run used: the resolved recipe beside it and in MLflow, every section as params
+    assert "resolved_recipe.yaml" in artifacts
+    resolved = load_recipe(run_dir / "resolved_recipe.yaml")
+    assert resolved.trainer.checkpoint_dir == run_dir / "checkpoints"
+    assert resolved.curriculum.history_path == run_dir / "history.sqlite"
+    given = load_recipe(CI_SMOKE, [f"tracking.tracking_uri={uri}"])
+    given.trainer.checkpoint_dir = resolved.trainer.checkpoint_dir
+    given.curriculum.history_path = resolved.curriculum.history_path
+    assert resolved.model_dump() == given.model_dump()
+    sections = {key.split(".")[0] for key in params}
+    assert set(resolved.model_dump()) <= sections
     sample = json.loads(
         (run_dir / "trajectories" / "step-000001.jsonl").read_text().splitlines()[0]
     )

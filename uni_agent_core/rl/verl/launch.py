@@ -38,6 +38,7 @@ from uni_agent_core.rl.verl.compile import (
     verl_overrides,
 )
 from uni_agent_core.rl.verl.names import AGENT_LOOP_CLASS, AGENT_NAME, RECIPE_ENV
+from uni_agent_core.rundir.layout import PUBLISHED_CURRICULUM, VERL, write_resolved_recipe
 
 
 class VerlLaunchError(RuntimeError):
@@ -130,7 +131,7 @@ def plan_launch(recipe: Recipe, *, run_dir: Path) -> VerlLaunch:
         VerlConfigError: the recipe is not a verl recipe, or verl rejects the config.
     """
     backend = verl_backend(recipe)
-    verl_dir = (run_dir / "verl").resolve()
+    verl_dir = (run_dir / VERL).resolve()
     inputs = VerlInputs(
         train_files=verl_dir / "data" / "train.parquet",
         val_files=verl_dir / "data" / "val.parquet",
@@ -264,10 +265,11 @@ def launch_recipe(
     if problem is not None:
         raise VerlLaunchError(problem)
     prepare_model(recipe)
+    write_resolved_recipe(recipe, run_dir)
     echo(
         write_launch_files(
             launch,
-            published_curriculum=run_dir / "curriculum" / "published",
+            published_curriculum=run_dir / PUBLISHED_CURRICULUM,
             task_ids=task_ids,
         )
     )
