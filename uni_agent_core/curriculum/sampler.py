@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from uni_agent_core.curriculum.history import SUCCESS_THRESHOLD
-from uni_agent_core.curriculum.task_sampler import EpochSampler
+from uni_agent_core.curriculum.task_sampler import EpochSampler, TaskSampler
 
 
-class DynamicSampler:
+class DynamicSampler(TaskSampler):
     """Hands out learnable tasks, probing excluded ones at a fixed rate."""
 
     def __init__(
@@ -104,7 +104,7 @@ class DynamicSampler:
                 return task
         raise AssertionError("an eligible task exists but none was found")  # pragma: no cover
 
-    def update(self, task_id: str, reward: float) -> None:
+    def observe(self, task_id: str, reward: float) -> None:
         """Record one finished rollout of `task_id`."""
         if task_id in self.results:
             self.results[task_id].append(float(reward))

@@ -1,27 +1,44 @@
-"""Which task a run trains on next: epoch-shuffled order with a resumable cursor.
+"""Which task a run trains on next: the `TaskSampler` contract and the epoch sampler.
 
-`EpochSampler` walks a seeded permutation of the task ids, reshuffling each epoch; its state
-(epoch, position) goes into checkpoints so a resumed run continues with exactly the tasks the
-interrupted one would have drawn. The curriculum's sampler (pass-rate history) implements the
-same three methods.
+A sampler hands out task ids one at a time (`next_task`), may learn from every finished episode
+(`observe`) and report figures per step (`metrics`), and saves and restores its position
+(`state_dict` / `load_state_dict`) so a resumed run continues with exactly the tasks the
+interrupted one would have drawn. `EpochSampler` walks a seeded permutation of the task ids,
+reshuffling each epoch; the curriculum's `DynamicSampler` (`sampler.py`) follows pass rates.
 """
 
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 
-class TaskSampler(Protocol):
-    def next_task(self) -> str: ...
+class TaskSampler(ABC):
+    """What the step loop draws tasks from."""
 
-    def state_dict(self) -> dict[str, Any]: ...
+    @abstractmethod
+    def next_task(self) -> str:
+        """The id of the task the next group runs."""
 
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def observe(self, task_id: str, reward: float) -> None:  # noqa: B027 - optional hook
+        """One finished episode of `task_id` and its reward (default: ignored)."""
+
+    def metrics(self) -> dict[str, float]:
+        """Figures for the step's metrics line (default: none)."""
+        return {}
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """The position to save in a checkpoint."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a saved position."""
 
 
-class EpochSampler:
+class EpochSampler(TaskSampler):
     """Every task once per epoch, in a seeded order that changes per epoch."""
 
     def __init__(self, task_ids: Sequence[str], seed: int) -> None:

@@ -28,7 +28,6 @@ import json
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +35,13 @@ import numpy as np
 import torch
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.curriculum.history import AttemptHistory
+from uni_agent_core.curriculum.history import Attempt, AttemptHistory
 from uni_agent_core.curriculum.sampler import DynamicSampler
 from uni_agent_core.curriculum.task_sampler import EpochSampler
 from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.rl.role_switch import RoleSwitch, TrainerReplica
 from uni_agent_core.rl.step_loop import StepLoop
+from uni_agent_core.rl.step_records import Checkpointer, RunSummary, StepRecorder
 from uni_agent_core.rl.trainer import EmbeddedTrainer
 from uni_agent_core.rollout.driver import RolloutDriver
 from uni_agent_core.rollout.stack import episode_concurrency, rollout_stack
@@ -57,20 +57,9 @@ from uni_agent_core.rundir.layout import (
     history_path,
     write_resolved_recipe,
 )
-from uni_agent_core.types import TaskSpec
+from uni_agent_core.types import RolloutResult, TaskSpec
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class RunSummary:
-    """What a run did."""
-
-    run_dir: Path
-    start_step: int
-    steps: int
-    metrics: list[dict[str, float]] = field(default_factory=list)
-    resumed_from: Path | None = None
 
 
 class TrainingRun:
@@ -202,23 +191,59 @@ class TrainingRun:
                 role_switch = None
                 if lendable is not None:
                     role_switch = RoleSwitch(stack.engine, stack.engine.engines.index(lendable))
+                recipe = self.recipe
                 loop = StepLoop(
-                    self,
-                    tasks,
-                    stack.driver,
-                    trainer,
-                    stack.engine,
-                    sampler,
-                    pending,
-                    summary,
-                    launched,
+                    trainer_config,
+                    tasks=tasks,
+                    driver=stack.driver,
+                    trainer=trainer,
+                    engine=stack.engine,
+                    sampler=sampler,
+                    recorder=StepRecorder(
+                        self.run_dir,
+                        summary,
+                        total_steps=trainer_config.total_steps,
+                        echo=self.echo,
+                        tracker=self.tracker,
+                        trajectories_per_step=recipe.tracking.log_trajectories_per_step,
+                        tokenizer=self.tokenizer,
+                    ),
+                    checkpointer=Checkpointer(
+                        self.checkpoint_dir,
+                        interval=trainer_config.checkpoint_interval,
+                        total_steps=trainer_config.total_steps,
+                        keep=trainer_config.keep_checkpoints,
+                        run_name=recipe.name,
+                        mlflow_run_id=self.tracker.run_id if self.tracker else None,
+                    ),
+                    seed=self.seed,
+                    refill_flat_groups=recipe.curriculum.refill_flat_groups,
+                    pending=pending,
+                    launched=launched,
+                    stop_after_steps=self.stop_after_steps,
                     role_switch=role_switch,
+                    on_episode=self._record_attempt if self.history is not None else None,
                 )
                 await loop.run(start_step)
             status = "FINISHED"
         finally:
             self._close_tracker(status)
         return summary
+
+    def _record_attempt(self, result: RolloutResult) -> None:
+        """One finished episode into the attempt history (the curriculum's record)."""
+        assert self.history is not None
+        self.history.record(
+            [
+                Attempt(
+                    task_id=result.task_id,
+                    reward=result.reward,
+                    policy_version=result.oldest_version or result.started_version,
+                    run_id=self.recipe.name,
+                    exit_reason=result.exit_reason.value,
+                )
+            ]
+        )
 
     def _trainer_replica(self, trainer: EmbeddedTrainer) -> TrainerReplica | None:
         """separate_async: the trainer's model as a lendable rollout replica (role switching)."""

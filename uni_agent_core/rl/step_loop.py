@@ -14,27 +14,19 @@ not trained.
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from uni_agent_core.curriculum.history import Attempt
+from uni_agent_core.config.training import TrainerConfig
+from uni_agent_core.curriculum.task_sampler import TaskSampler
 from uni_agent_core.rl.metrics import episode_metrics, router_step_metrics, zero_variance_groups
-from uni_agent_core.rl.samples import write_samples
+from uni_agent_core.rl.step_records import Checkpointer, StepRecorder
 from uni_agent_core.rl.trainer import EmbeddedTrainer
 from uni_agent_core.rollout.driver import RolloutDriver
 from uni_agent_core.router.router import Router
-from uni_agent_core.rundir.checkpoint import prune, save_checkpoint
-from uni_agent_core.rundir.layout import METRICS, TRAJECTORIES
 from uni_agent_core.types import RolloutResult, TaskSpec
-
-if TYPE_CHECKING:
-    from uni_agent_core.rl.run import RunSummary, TrainingRun
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,37 +37,64 @@ class _Group:
 
 
 class StepLoop:
-    """The step loop of one run (both modes share launching, training and bookkeeping)."""
+    """The step loop of one run (every mode shares launching, training and bookkeeping).
+
+    Args:
+        config: the recipe's trainer section (mode, batch and group size, staleness, steps).
+        tasks: the run's tasks by id.
+        driver: runs the groups (`group(task, size, run_seed=, step=, group_id=, on_episode=)`).
+        trainer: trains a step's episodes (`train_step`) and hands out its weights.
+        engine: the rollout engine (or router) the weights are pushed to after each update.
+        sampler: where task ids come from; it observes every finished episode.
+        recorder: where each step's metrics and trajectories go.
+        checkpointer: saves the run's state on schedule.
+        seed: the run's seed (a group's episodes are seeded from it and the group's index).
+        refill_flat_groups: flat groups one step may replace with newly launched ones.
+        pending: task ids of groups launched but not trained before a resume (launched first).
+        launched: groups launched over the run so far (their index seeds their episodes).
+        stop_after_steps: stop after this many steps of this call (the run resumes later).
+        role_switch: `RoleSwitch` in separate_async: the trainer serves rollouts while it waits.
+        on_episode: also called with every finished episode, as it finishes (the attempt
+            history).
+    """
 
     def __init__(
         self,
-        run: TrainingRun,
+        config: TrainerConfig,
+        *,
         tasks: dict[str, TaskSpec],
         driver: RolloutDriver,
         trainer: EmbeddedTrainer,
         engine: Any,
-        sampler: Any,
-        pending: list[str],
-        summary: RunSummary,
-        launched: int,
+        sampler: TaskSampler,
+        recorder: StepRecorder,
+        checkpointer: Checkpointer,
+        seed: int,
+        refill_flat_groups: int = 0,
+        pending: Sequence[str] = (),
+        launched: int = 0,
+        stop_after_steps: int | None = None,
         role_switch: Any = None,
+        on_episode: Callable[[RolloutResult], None] | None = None,
     ) -> None:
-        self.run_ = run
-        self.config = run.recipe.trainer
+        self.config = config
         self.tasks = tasks
         self.driver = driver
-        driver.on_episode = self._observe
         self.trainer = trainer
         self.engine = engine
         self.router = engine if isinstance(engine, Router) else None
         """The rollout router when there are several replicas (its counters feed `router/*`)."""
         self.sampler = sampler
+        self.recorder = recorder
+        self.checkpointer = checkpointer
+        self.seed = seed
+        self.stop_after_steps = stop_after_steps
+        self.on_episode = on_episode
         self.replay = list(pending)
-        self.summary = summary
         self.launched = int(launched)
         """Groups launched over the whole run (their index seeds their episodes)."""
         self.dropped = 0
-        self.refill_budget = run.recipe.curriculum.refill_flat_groups
+        self.refill_budget = refill_flat_groups
         """Flat groups one step may replace with newly launched ones (DAPO's dynamic sampling)."""
         self.refilled = 0
         """Groups launched over the whole run to replace flat ones."""
@@ -83,9 +102,7 @@ class StepLoop:
         """Tasks of finished groups not yet trained on (saved as pending in checkpoints)."""
         self.in_flight: dict[asyncio.Task[_Group], str] = {}
         self.ready: asyncio.Queue[_Group] = asyncio.Queue()
-        self.metrics_path = run.run_dir / METRICS
         self.role_switch = role_switch
-        """`RoleSwitch` in separate_async: the trainer serves rollouts while it waits."""
 
     def _next_task_id(self) -> str:
         return self.replay.pop(0) if self.replay else self.sampler.next_task()
@@ -99,9 +116,10 @@ class StepLoop:
             results = await self.driver.group(
                 self.tasks[task_id],
                 self.config.group_size,
-                run_seed=self.run_.seed,
+                run_seed=self.seed,
                 step=index,
                 group_id=f"{task_id}@{index}",
+                on_episode=self._observe,
             )
             return _Group(task_id, step, results)
 
@@ -120,23 +138,10 @@ class StepLoop:
                 self.ready.put_nowait(group)
 
     def _observe(self, result: RolloutResult) -> None:
-        """Feed one finished episode to the curriculum: the sampler's window and the history."""
-        update = getattr(self.sampler, "update", None)
-        if update is not None:
-            update(result.task_id, result.reward)
-        history = self.run_.history
-        if history is not None:
-            history.record(
-                [
-                    Attempt(
-                        task_id=result.task_id,
-                        reward=result.reward,
-                        policy_version=result.oldest_version or result.started_version,
-                        run_id=self.run_.recipe.name,
-                        exit_reason=result.exit_reason.value,
-                    )
-                ]
-            )
+        """Feed one finished episode to the sampler (and the run's own observer)."""
+        self.sampler.observe(result.task_id, result.reward)
+        if self.on_episode is not None:
+            self.on_episode(result)
 
     async def _take(self) -> _Group:
         item = await self.ready.get()
@@ -149,8 +154,8 @@ class StepLoop:
         total = self.config.total_steps
         last = (
             total
-            if self.run_.stop_after_steps is None
-            else min(total, start_step + self.run_.stop_after_steps)
+            if self.stop_after_steps is None
+            else min(total, start_step + self.stop_after_steps)
         )
         asynchronous = self.config.mode in ("colocated_async", "separate_async")
         switch = self.role_switch
@@ -216,17 +221,9 @@ class StepLoop:
                     metrics.update(switch.step_metrics())
                 if self.router is not None:
                     metrics.update(router_step_metrics(routed, vars(self.router.core.counters)))
-                if hasattr(self.sampler, "metrics"):
-                    metrics.update(self.sampler.metrics())
-                self._record(step + 1, metrics)
-                write_samples(
-                    results,
-                    step + 1,
-                    self.run_.run_dir / TRAJECTORIES,
-                    self.run_.recipe.tracking.log_trajectories_per_step,
-                    self.run_.tokenizer,
-                )
-                if (step + 1) % self.config.checkpoint_interval == 0 or step + 1 == total:
+                metrics.update(self.sampler.metrics())
+                self.recorder.record(step + 1, self.trainer.version, metrics, results)
+                if self.checkpointer.due(step + 1):
                     self._checkpoint(step + 1)
         finally:
             for job in list(self.in_flight):
@@ -259,50 +256,13 @@ class StepLoop:
         versions = [r.oldest_version for r in group.results if r.oldest_version is not None]
         return bool(versions) and self.trainer.version - min(versions) > bound
 
-    def _record(self, step: int, metrics: dict[str, float]) -> None:
-        row = {"step": step, **{key: round(value, 6) for key, value in metrics.items()}}
-        with self.metrics_path.open("a") as handle:
-            handle.write(json.dumps(row) + "\n")
-        self.summary.metrics.append(row)
-        if self.run_.tracker is not None:
-            self.run_.tracker.log_step(step, metrics)
-        self.summary.steps += 1
-        if "train/loss" in metrics:
-            pearson = metrics.get("train/logprob_pearson", math.nan)
-            # measured on tokens sampled at the trainer's version; an async step can have none
-            agreement = "n/a" if math.isnan(pearson) else f"{pearson:.5f}"
-            update = f"loss {metrics['train/loss']:.4f} pearson {agreement} "
-        else:
-            update = "no update (every group's rewards are equal: no learning signal) "
-        if metrics.get("train/refilled_flat_groups"):
-            update += f"refilled {metrics['train/refilled_flat_groups']:.0f} flat groups "
-        self.run_.echo(
-            f"step {step}/{self.config.total_steps} v{self.trainer.version} "
-            f"reward {metrics.get('train/reward_mean', 0.0):.3f} "
-            f"pass {metrics.get('train/pass_rate', 0.0):.3f} "
-            f"{update}"
-            f"stale {metrics.get('train/staleness_max', 0.0):.0f} "
-            f"rollout {metrics['perf/rollout_s']:.1f}s train {metrics.get('perf/train_s', 0):.1f}s "
-            f"{metrics['perf/tokens_per_s']:.0f} tok/s"
-        )
-
     def _checkpoint(self, step: int) -> None:
-        pending = self.unconsumed + list(self.in_flight.values()) + self.replay
-        state = {
-            "version": self.trainer.version,
-            "sampler": self.sampler.state_dict(),
-            "pending": pending,
-            "launched": self.launched,
-            "curriculum": None,
-            "recipe": self.run_.recipe.name,
-            "mlflow_run_id": self.run_.tracker.run_id if self.run_.tracker else None,
-        }
-        path = save_checkpoint(
-            self.run_.checkpoint_dir,
+        self.checkpointer.save(
             step,
             model=self.trainer.model,
             optimizer=self.trainer.optimizer,
-            state=state,
+            version=self.trainer.version,
+            sampler_state=self.sampler.state_dict(),
+            pending=self.unconsumed + list(self.in_flight.values()) + self.replay,
+            launched=self.launched,
         )
-        prune(self.run_.checkpoint_dir, self.config.keep_checkpoints)
-        logger.info("checkpoint %s", path)

@@ -65,8 +65,6 @@ class RolloutDriver:
         self.limit = asyncio.Semaphore(max_concurrency)
         self.errors: Counter[str] = Counter()
         """Episodes ended by infrastructure failures, by exception type."""
-        self.on_episode: Callable[[RolloutResult], None] | None = None
-        """Called with every finished episode, as it finishes (the curriculum's feed)."""
 
     @classmethod
     def for_recipe(
@@ -88,22 +86,37 @@ class RolloutDriver:
         return int(self.manager.engine.stats().policy_version)
 
     async def episode(
-        self, task: TaskSpec, sample_index: int, *, seed: int, group_id: str = ""
+        self,
+        task: TaskSpec,
+        sample_index: int,
+        *,
+        seed: int,
+        group_id: str = "",
+        on_episode: Callable[[RolloutResult], None] | None = None,
     ) -> RolloutResult:
-        """Run one episode of `task` (waits for a concurrency slot) as a member of `group_id`."""
+        """Run one episode of `task` (waits for a concurrency slot) as a member of `group_id`;
+        `on_episode` gets the result as soon as it is there."""
         async with self.limit:
             result = await self._episode(task, sample_index, seed)
         if group_id:
             result = result.model_copy(update={"group_id": group_id})
-        if self.on_episode is not None:
-            self.on_episode(result)
+        if on_episode is not None:
+            on_episode(result)
         return result
 
     async def group(
-        self, task: TaskSpec, size: int, *, run_seed: int, step: int, group_id: str | None = None
+        self,
+        task: TaskSpec,
+        size: int,
+        *,
+        run_seed: int,
+        step: int,
+        group_id: str | None = None,
+        on_episode: Callable[[RolloutResult], None] | None = None,
     ) -> list[RolloutResult]:
         """`size` episodes of one task (the GRPO group), concurrently, each carrying
-        `group_id` (default `<task>@<step>`: `step` is where the group sits in the run)."""
+        `group_id` (default `<task>@<step>`: `step` is where the group sits in the run);
+        `on_episode` gets each episode as it finishes (the curriculum's feed)."""
         group_id = group_id or f"{task.instance_id}@{step}"
         return list(
             await asyncio.gather(
@@ -113,6 +126,7 @@ class RolloutDriver:
                         i,
                         seed=episode_seed(run_seed, step, task.instance_id, i),
                         group_id=group_id,
+                        on_episode=on_episode,
                     )
                     for i in range(size)
                 )

@@ -29,15 +29,15 @@ def test_never_hands_out_a_uniform_task_except_as_a_probe(seed, window, probe_ra
         uniform = len(last) == window and len(set(last)) == 1
         assert not uniform or sampler.last_was_probe, (task, last)
         reward = float(rng.random() < success[TASKS.index(task)])
-        sampler.update(task, reward)
+        sampler.observe(task, reward)
         recent[task].append(reward)
 
 
 def test_probes_happen_at_the_configured_rate() -> None:
     sampler = DynamicSampler(TASKS, seed=1, window=2, min_attempts=2, probe_rate=0.2)
     for task in TASKS[:3]:  # three tasks always fail: excluded
-        sampler.update(task, 0.0)
-        sampler.update(task, 0.0)
+        sampler.observe(task, 0.0)
+        sampler.observe(task, 0.0)
     draws = 5000
     probes = 0
     for _ in range(draws):
@@ -58,7 +58,7 @@ def test_solved_tasks_are_excluded_and_a_narrow_band_steers() -> None:
     )
     for task, rewards in {"t0": [1, 1, 1, 1], "t1": [1, 1, 1, 0], "t2": [1, 0, 1, 0]}.items():
         for reward in rewards:
-            sampler.update(task, reward)
+            sampler.observe(task, reward)
     assert sampler.excluded("t0") and sampler.excluded("t1") and not sampler.excluded("t2")
     assert sampler.metrics()["curriculum/excluded_solved"] == 2.0
     drawn = {sampler.next_task() for _ in range(50)}
@@ -67,8 +67,8 @@ def test_solved_tasks_are_excluded_and_a_narrow_band_steers() -> None:
 
 def test_all_excluded_still_draws_probes_and_state_resumes() -> None:
     sampler = DynamicSampler(["a", "b"], seed=3, window=2, min_attempts=1, probe_rate=0.0)
-    sampler.update("a", 0.0)
-    sampler.update("b", 1.0)
+    sampler.observe("a", 0.0)
+    sampler.observe("b", 1.0)
     assert sampler.next_task() in {"a", "b"} and sampler.last_was_probe
     state = sampler.state_dict()
     upcoming = [sampler.next_task() for _ in range(10)]
