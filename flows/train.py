@@ -11,7 +11,6 @@ from what is on disk, so rerunning the deployment after a crash continues the ru
 from __future__ import annotations
 
 import json
-import os
 import shlex
 
 from prefect import flow
@@ -27,7 +26,6 @@ from tasks.training import train as train_task
 from tasks.warm_start import warm_start
 from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.rundir.layout import default_run_dir
-from uni_agent_core.tracking.reproducibility import LAUNCH_ENV
 
 
 def launch_command(parameters: dict) -> str:
@@ -73,7 +71,7 @@ def train(
     the recipe's engine, sandbox and tracking sections and whose secrets are exported.
     """
     params = TrainParameters(recipe=recipe, overrides=overrides or [], resume=resume)
-    os.environ[LAUNCH_ENV] = launch_command(
+    command = launch_command(
         {
             "recipe": recipe,
             "overrides": overrides,
@@ -115,7 +113,11 @@ def train(
     if evaluating and loaded.eval.before_training:
         before = evaluate(loaded, run_dir, checkpoint="none")
     trained = train_task(
-        loaded, run_dir, task_ids, mlflow_run_id=warmed and warmed["mlflow_run_id"]
+        loaded,
+        run_dir,
+        task_ids,
+        mlflow_run_id=warmed and warmed["mlflow_run_id"],
+        launch_command=command,
     )
     scores = evaluate(loaded, run_dir) if evaluating else None
     if scores is not None:
@@ -133,11 +135,10 @@ def train(
         f"- run directory: `{run_dir}`",
         f"- MLflow run: `{trained['mlflow_run_id']}`",
     ]
-    if trained["steps"] is not None:
-        first, count = trained["start_step"], trained["steps"]
-        lines.append(f"- steps trained: {first + 1}..{first + count}")
-    else:
-        lines.append("- trained by verl (its steps are in verl's MLflow run and console log)")
+    first, count = trained["start_step"], trained["steps"]
+    lines.append(f"- steps trained: {first + 1}..{first + count} ({trained['backend']})")
+    if trained["backend"] == "verl":
+        lines.append("- verl logged its steps to its own MLflow run and console log")
     if warmed is not None:
         report = warmed["report"]
         lines.append(

@@ -245,36 +245,32 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from uni_agent_core.config import load_recipe
     from uni_agent_core.envs.sources import load_tasks
-    from uni_agent_core.rl.run import TrainingRun
+    from uni_agent_core.rl.launch import TrainingFailed, launch
+    from uni_agent_core.rl.verl.compile import VerlConfigError
+    from uni_agent_core.rl.verl.launch import VerlLaunchError
     from uni_agent_core.rl.warm_start import run_warm_start, warm_started
-    from uni_agent_core.rundir.layout import default_run_dir
+    from uni_agent_core.rundir.layout import METRICS, default_run_dir
 
     recipe = load_recipe(args.recipe, list(args.set))
-    if recipe.trainer.backend.type == "verl":
-        if args.stop_after_steps is not None:
-            print(
-                "error: --stop-after-steps is for the embedded trainer; verl recipes run "
-                "trainer.total_steps (set it with --set)",
-                file=sys.stderr,
-            )
-            return 2
-        return _launch_on_verl(recipe, args.run_dir, dry_run=False)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
     mlflow_run_id = None
-    if recipe.warm_start.enabled:
+    if recipe.warm_start.enabled and recipe.trainer.backend.type == "embedded":
         warmed = run_warm_start(recipe, run_dir, load_tasks(recipe.tasks))
         recipe, mlflow_run_id = warm_started(recipe, warmed), warmed.mlflow_run_id
-    run = TrainingRun(
-        recipe,
-        run_dir=run_dir,
-        stop_after_steps=args.stop_after_steps,
-        mlflow_run_id=mlflow_run_id,
+    try:
+        summary = launch(
+            recipe, run_dir, stop_after_steps=args.stop_after_steps, mlflow_run_id=mlflow_run_id
+        )
+    except (VerlConfigError, VerlLaunchError, TrainingFailed, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    last = summary.start_step + summary.steps
+    where = (
+        f"metrics in {summary.run_dir / METRICS}"
+        if summary.backend == "embedded"
+        else ("verl logged its steps")
     )
-    summary = run.run()
-    print(
-        f"trained steps {summary.start_step + 1}..{summary.start_step + summary.steps}; "
-        f"metrics in {summary.run_dir / 'metrics.jsonl'}"
-    )
+    print(f"trained steps {summary.start_step + 1}..{last} ({summary.backend}); {where}")
     return 0
 
 

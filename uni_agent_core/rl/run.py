@@ -76,6 +76,7 @@ class TrainingRun:
         track: bool = True,
         task_ids: list[str] | None = None,
         mlflow_run_id: str | None = None,
+        launch_command: str | None = None,
     ) -> None:
         """Args:
         recipe: the validated recipe.
@@ -88,6 +89,8 @@ class TrainingRun:
             validation); None uses them all.
         mlflow_run_id: the MLflow run to log into when no checkpoint names one (the run an
             earlier stage, such as the warm start, opened); None creates one.
+        launch_command: the command that started the run, for its reproducibility record
+            (the flow's deployment run); None records this process's command line.
         """
         if recipe.trainer.backend.type != "embedded":
             raise ValueError(
@@ -109,6 +112,7 @@ class TrainingRun:
         self.task_ids = None if task_ids is None else set(task_ids)
         self.tracker: Any = None
         self.mlflow_run_id = mlflow_run_id
+        self.launch_command = launch_command
 
     # -- building ------------------------------------------------------------------------------
 
@@ -276,7 +280,9 @@ class TrainingRun:
         self.tracker.log_artifact(self.run_dir / RESOLVED_RECIPE)
         from uni_agent_core.tracking.reproducibility import reproducibility_record
 
-        record = reproducibility_record(recipe, list(self._tasks.values()))
+        record = reproducibility_record(
+            recipe, list(self._tasks.values()), command=self.launch_command
+        )
         self.tracker.log_params({"repro": record})
 
     def _close_tracker(self, status: str) -> None:

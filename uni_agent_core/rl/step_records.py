@@ -28,13 +28,24 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RunSummary:
-    """What a run did."""
+    """What a training run did, whichever backend ran it (`rl/launch.py`)."""
 
     run_dir: Path
     start_step: int
+    """Steps already trained when this run started (resumed from a checkpoint)."""
     steps: int
+    """Steps this run trained."""
     metrics: list[dict[str, float]] = field(default_factory=list)
+    """One row per step (the embedded trainer's `metrics.jsonl`; verl logs its own)."""
     resumed_from: Path | None = None
+    backend: str = "embedded"
+    mlflow_run_id: str | None = None
+    """The MLflow run the steps were logged to (None: untracked, or verl's own run)."""
+
+    @property
+    def final(self) -> dict[str, float]:
+        """The last step's metrics ({} when none were recorded here)."""
+        return self.metrics[-1] if self.metrics else {}
 
 
 def progress_line(step: int, total: int, version: int, metrics: dict[str, float]) -> str:

@@ -24,10 +24,6 @@ from uni_agent_core.config.inference import EngineConfig, OpenAIServerEngineConf
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.types import TaskSpec
 
-LAUNCH_ENV = "AGENT_RL_LAUNCH_COMMAND"
-"""Environment variable a launcher (the Prefect flow) sets to the command that started the run;
-without it the record holds this process's own command line."""
-
 POOL_ENV = "AGENT_RL_POOL"
 """Environment variable naming the Prefect work pool a run executes on (set by its job
 variables in `prefect.yaml`)."""
@@ -113,8 +109,11 @@ def engine_version(engine: EngineConfig) -> str:
     return f"{engine.api} {', '.join(versions)}"
 
 
-def reproducibility_record(recipe: Recipe, tasks: Sequence[TaskSpec]) -> dict[str, str]:
-    """The record, as flat string values."""
+def reproducibility_record(
+    recipe: Recipe, tasks: Sequence[TaskSpec], *, command: str | None = None
+) -> dict[str, str]:
+    """The record, as flat string values; `command` is what started the run (the Prefect
+    deployment run of a flow), this process's own command line when None."""
     status = _git("status", "--porcelain")
     record = {
         "git_commit": _git("rev-parse", "HEAD") or "unknown",
@@ -127,7 +126,7 @@ def reproducibility_record(recipe: Recipe, tasks: Sequence[TaskSpec]) -> dict[st
         "engine": engine_version(recipe.engine),
         "dataset_sha256": dataset_sha256(tasks),
         "dataset_rows": str(len(tasks)),
-        "command": os.environ.get(LAUNCH_ENV) or " ".join(sys.argv),
+        "command": command or " ".join(sys.argv),
     }
     record.update({f"topology.{pool}": where for pool, where in topology(recipe).items()})
     record.update({f"version.{name}": _version(name) for name in _PACKAGES})
