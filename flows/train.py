@@ -94,11 +94,11 @@ def train(
     )  # fails fast on bad input
     run_dir = default_run_dir(loaded)
     print(f"agent-rl: recipe {loaded.name}, run directory {run_dir}")
-    task_ids = validate_data(loaded, run_dir)
+    valid_tasks = validate_data(loaded, run_dir)
     on_verl = loaded.trainer.backend.type == "verl"
     warmed = None
     if loaded.warm_start.enabled:
-        warmed = warm_start(loaded, run_dir, task_ids)
+        warmed = warm_start(loaded, run_dir, valid_tasks)
         loaded = loaded.model_copy(deep=True)
         loaded.policy.name = warmed["policy"]
     if on_verl:
@@ -107,7 +107,7 @@ def train(
         # against a checkpoint's servers). The task rows follow the published curriculum.
         print("agent-rl: verl backend: difficulty estimation and evaluation are not run here")
     else:
-        estimate_difficulty(loaded, run_dir, task_ids)
+        estimate_difficulty(loaded, run_dir, valid_tasks)
     evaluating = loaded.eval.enabled and not on_verl
     before = None
     if evaluating and loaded.eval.before_training:
@@ -115,7 +115,7 @@ def train(
     trained = train_task(
         loaded,
         run_dir,
-        task_ids,
+        valid_tasks,
         mlflow_run_id=warmed and warmed["mlflow_run_id"],
         launch_command=command,
     )

@@ -12,7 +12,7 @@ from uni_agent_core.curriculum.best_of_n import best_of_n
 from uni_agent_core.curriculum.difficulty import write_difficulty
 from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.refresh import refresh_curriculum
-from uni_agent_core.envs.sources import load_tasks
+from uni_agent_core.rollout.build import build_tasks
 from uni_agent_core.rundir.checkpoint import latest_complete
 from uni_agent_core.rundir.layout import (
     CURRICULUM,
@@ -20,16 +20,15 @@ from uni_agent_core.rundir.layout import (
     checkpoint_dir,
     history_path,
 )
+from uni_agent_core.types import TaskSpec
 
 
 @task(name="estimate-difficulty")
-def estimate_difficulty(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> Path | None:
+def estimate_difficulty(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec]) -> Path | None:
     """Best-of-N over the valid tasks, recorded in the run's history (the sampler reads it)."""
     if not recipe.curriculum.enabled:
         print("estimate-difficulty: curriculum disabled; skipped")
         return None
-    wanted = set(task_ids)
-    tasks = [t for t in load_tasks(recipe.tasks) if t.instance_id in wanted]
     history = AttemptHistory(history_path(recipe, run_dir))
     report = asyncio.run(best_of_n(recipe, tasks, recipe.curriculum.best_of_n, history))
     path = write_difficulty(report, run_dir / CURRICULUM)
@@ -40,7 +39,7 @@ def estimate_difficulty(recipe: Recipe, run_dir: Path, task_ids: list[str]) -> P
 @task(name="refresh-curriculum")
 def refresh(recipe: Recipe, run_dir: Path, probes: int) -> dict:
     """Fresh Best-of-N probes with the newest checkpoint, then publish a curriculum version."""
-    tasks = load_tasks(recipe.tasks)
+    tasks = build_tasks(recipe)
     history = AttemptHistory(history_path(recipe, run_dir))
     checkpoint = latest_complete(checkpoint_dir(recipe, run_dir))
     if probes > 0:

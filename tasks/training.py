@@ -12,13 +12,14 @@ from prefect import get_run_logger, task
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.rl.launch import launch
+from uni_agent_core.types import TaskSpec
 
 
 @task(name="train")
 def train(
     recipe: Recipe,
     run_dir: Path,
-    task_ids: list[str],
+    tasks: list[TaskSpec],
     mlflow_run_id: str | None = None,
     launch_command: str | None = None,
 ) -> dict:
@@ -28,7 +29,7 @@ def train(
     summary = launch(
         recipe,
         run_dir,
-        task_ids=task_ids,
+        tasks=tasks,
         mlflow_run_id=mlflow_run_id,
         launch_command=launch_command,
         echo=get_run_logger().info,

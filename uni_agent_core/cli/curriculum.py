@@ -15,7 +15,7 @@ from uni_agent_core.curriculum.best_of_n import best_of_n
 from uni_agent_core.curriculum.difficulty import write_difficulty
 from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.refresh import Published, refresh_curriculum
-from uni_agent_core.envs.sources import load_tasks
+from uni_agent_core.rollout.build import build_tasks
 from uni_agent_core.rundir.checkpoint import Checkpoint, latest_complete
 from uni_agent_core.rundir.layout import (
     CURRICULUM,
@@ -31,7 +31,7 @@ def estimate(
 ) -> int:
     """`agent-rl curriculum estimate`: difficulty.json and difficulty.md."""
     root = Path(run_dir) if run_dir else default_run_dir(recipe)
-    tasks = load_tasks(recipe.tasks)[:max_tasks]
+    tasks = build_tasks(recipe)[:max_tasks]
     history = AttemptHistory(history_path(recipe, root))
     samples = n or recipe.curriculum.best_of_n
     report = asyncio.run(best_of_n(recipe, tasks, samples, history))
@@ -55,7 +55,7 @@ def refresh(
 ) -> int:
     """`agent-rl curriculum refresh`: fresh probes with the latest checkpoint, then publish."""
     root = Path(run_dir) if run_dir else default_run_dir(recipe)
-    tasks = load_tasks(recipe.tasks)
+    tasks = build_tasks(recipe)
     history = AttemptHistory(history_path(recipe, root))
     source: Checkpoint | None = None
     if checkpoint == "auto":

@@ -45,47 +45,60 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     )
 
 
-def _cmd_gateway_serve(args: argparse.Namespace) -> int:
-    from uni_agent_core.config import load_recipe
-    from uni_agent_core.config.inference import HFEngineConfig, OpenAIServerEngineConfig
-    from uni_agent_core.gateway.launch import build_manager, serve
+def _gateway_overlay(args: argparse.Namespace, recipe: Any) -> list[str]:
+    """`agent-rl gateway serve`'s flags as recipe overrides (applied after `--set`)."""
+    from uni_agent_core.config.loading import format_override
 
-    overrides = list(args.set)
-    if args.recipe:
-        recipe = load_recipe(args.recipe, overrides)
-    else:
-        from uni_agent_core.config import Recipe
-
-        recipe = Recipe(name="gateway")
-    policy = recipe.policy.model_copy(update={"name": args.model}) if args.model else recipe.policy
-    engine = recipe.engine
-    if args.engine == "hf":
-        engine = engine if isinstance(engine, HFEngineConfig) else HFEngineConfig()
+    overlay: list[str] = []
+    if args.model:
+        overlay.append(format_override("policy.name", args.model))
+    if args.engine == "hf" and recipe.engine.type != "hf":
+        overlay.append(format_override("engine", {"type": "hf"}))
     elif args.engine == "openai_server":
-        if not args.engine_url:
-            print("--engine openai_server needs --engine-url URL (repeatable)", file=sys.stderr)
-            return 2
-        engine = OpenAIServerEngineConfig(
-            api=args.server_api, base_urls=args.engine_url, model=args.served_model or policy.name
-        )
-    gateway = recipe.gateway
-    if args.session_ttl_s is not None:
-        gateway = gateway.model_copy(update={"session_ttl_s": args.session_ttl_s})
-    router = recipe.router
-    if args.engine == "openai_server":
-        router = router.model_copy(update={"replicas": len(args.engine_url)})
-    manager = build_manager(
-        policy,
-        engine,
-        gateway,
-        router=router,
-        max_total_tokens=args.max_total_tokens or recipe.trainer.max_context_tokens,
-    )
+        engine = {
+            "type": "openai_server",
+            "api": args.server_api,
+            "base_urls": args.engine_url,
+            "model": args.served_model or args.model or recipe.policy.name,
+        }
+        overlay += [
+            format_override("engine", engine),
+            format_override("router.replicas", len(args.engine_url)),
+        ]
+    for key, value in (
+        ("gateway.session_ttl_s", args.session_ttl_s),
+        ("gateway.max_total_tokens", args.max_total_tokens),
+        ("gateway.host", args.host),
+        ("gateway.port", args.port),
+    ):
+        if value is not None:
+            overlay.append(format_override(key, value))
+    return overlay
+
+
+def _cmd_gateway_serve(args: argparse.Namespace) -> int:
+    from uni_agent_core.config.loading import parse_recipe, read_recipe_data
+    from uni_agent_core.config.problems import RecipeError
+    from uni_agent_core.gateway.launch import serve
+    from uni_agent_core.rollout.build import build_engine, build_session_manager
+
+    if args.engine == "openai_server" and not args.engine_url:
+        print("--engine openai_server needs --engine-url URL (repeatable)", file=sys.stderr)
+        return 2
+    data = read_recipe_data(args.recipe) if args.recipe else {"name": "gateway"}
+    source = args.recipe or "<gateway serve>"
+    try:
+        given = parse_recipe(data, list(args.set), source=source)
+        recipe = parse_recipe(data, [*args.set, *_gateway_overlay(args, given)], source=source)
+    except RecipeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    manager = build_session_manager(recipe, build_engine(recipe))
     serve(
         manager,
-        host=args.host or gateway.host,
-        port=args.port if args.port is not None else gateway.port,
-        model_name=policy.name,
+        host=recipe.gateway.host,
+        port=recipe.gateway.port,
+        model_name=recipe.policy.name,
     )
     return 0
 
@@ -244,22 +257,27 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from uni_agent_core.config import load_recipe
-    from uni_agent_core.envs.sources import load_tasks
     from uni_agent_core.rl.launch import TrainingFailed, launch
     from uni_agent_core.rl.verl.compile import VerlConfigError
     from uni_agent_core.rl.verl.launch import VerlLaunchError
     from uni_agent_core.rl.warm_start import run_warm_start, warm_started
+    from uni_agent_core.rollout.build import build_tasks
     from uni_agent_core.rundir.layout import METRICS, default_run_dir
 
     recipe = load_recipe(args.recipe, list(args.set))
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
-    mlflow_run_id = None
+    mlflow_run_id, tasks = None, None
     if recipe.warm_start.enabled and recipe.trainer.backend.type == "embedded":
-        warmed = run_warm_start(recipe, run_dir, load_tasks(recipe.tasks))
+        tasks = build_tasks(recipe)
+        warmed = run_warm_start(recipe, run_dir, tasks)
         recipe, mlflow_run_id = warm_started(recipe, warmed), warmed.mlflow_run_id
     try:
         summary = launch(
-            recipe, run_dir, stop_after_steps=args.stop_after_steps, mlflow_run_id=mlflow_run_id
+            recipe,
+            run_dir,
+            tasks=tasks,
+            stop_after_steps=args.stop_after_steps,
+            mlflow_run_id=mlflow_run_id,
         )
     except (VerlConfigError, VerlLaunchError, TrainingFailed, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -20,10 +20,11 @@ from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.envs.parallel import map_bounded
-from uni_agent_core.envs.verifier import Verifier, task_sandbox_factory
+from uni_agent_core.envs.verifier import Verifier
 from uni_agent_core.eval.metrics import EvalSummary, SampleRow, summarize
 from uni_agent_core.eval.report import write_report
 from uni_agent_core.progress import ProgressLines
+from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.rollout.driver import episode_seed
 from uni_agent_core.rollout.stack import rollout_stack
 from uni_agent_core.rundir.checkpoint import Checkpoint
@@ -142,7 +143,7 @@ class Evaluation:
                 )
 
             if self.oracle:
-                verifier = Verifier(task_sandbox_factory(self.recipe.sandbox), self.recipe.reward)
+                verifier = Verifier(build_sandbox_factory(self.recipe), self.recipe.reward)
                 await map_bounded(
                     todo,
                     lambda job: self._oracle(verifier, *job, levels),

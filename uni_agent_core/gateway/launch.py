@@ -1,4 +1,6 @@
-"""Building and serving a gateway from a recipe or command-line flags (`agent-rl gateway serve`)."""
+"""The gateway process: its session manager over a given engine, and serving it over HTTP
+(`agent-rl gateway serve`). It never builds an engine: callers build one from the recipe
+(`rollout/build.py`) and hand it here."""
 
 from __future__ import annotations
 
@@ -6,8 +8,7 @@ import gc
 import socket
 from typing import Any
 
-from uni_agent_core.config import GatewayConfig, PolicyConfig
-from uni_agent_core.config.inference import EngineConfig, RouterConfig
+from uni_agent_core.config import GatewayConfig
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.session import SessionSettings
 from uni_agent_core.inference.types import Engine
@@ -24,38 +25,6 @@ def settings_from_config(gateway: GatewayConfig, max_total_tokens: int | None) -
         max_total_tokens=gateway.max_total_tokens or max_total_tokens,
         enable_rollback=gateway.enable_rollback,
     )
-
-
-def load_tokenizer(policy: PolicyConfig) -> Any:
-    """The policy's tokenizer (with the recipe's chat-template override, if any)."""
-    from pathlib import Path
-
-    from transformers import AutoTokenizer
-
-    from uni_agent_core.models import prepare_policy
-
-    tokenizer = AutoTokenizer.from_pretrained(prepare_policy(policy.name))
-    if policy.chat_template is not None:
-        tokenizer.chat_template = Path(policy.chat_template).read_text()
-    return tokenizer
-
-
-def build_manager(
-    policy: PolicyConfig,
-    engine_config: EngineConfig,
-    gateway: GatewayConfig,
-    *,
-    router: RouterConfig | None = None,
-    max_total_tokens: int | None = None,
-    lendable: Engine | None = None,
-) -> SessionManager:
-    """Engine replicas (behind the router when there are several, or a `lendable` one), the
-    tokenizer and the session manager for one gateway process."""
-    from uni_agent_core.router.build import build_routed_engine
-
-    engine: Engine = build_routed_engine(policy, engine_config, router, lendable=lendable)
-    tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(policy)
-    return session_manager(engine, tokenizer, gateway, max_total_tokens)
 
 
 def session_manager(

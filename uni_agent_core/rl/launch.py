@@ -15,6 +15,7 @@ from pathlib import Path
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.rl.step_records import RunSummary
 from uni_agent_core.rundir.layout import VERL, default_run_dir
+from uni_agent_core.types import TaskSpec
 
 VERL_CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
 """The file in verl's checkpoint directory naming the step of its newest checkpoint."""
@@ -28,7 +29,7 @@ def launch(
     recipe: Recipe,
     run_dir: Path | None = None,
     *,
-    task_ids: list[str] | None = None,
+    tasks: list[TaskSpec] | None = None,
     stop_after_steps: int | None = None,
     mlflow_run_id: str | None = None,
     launch_command: str | None = None,
@@ -39,7 +40,7 @@ def launch(
     Args:
         recipe: the validated recipe; `trainer.backend.type` picks the trainer.
         run_dir: the run directory.
-        task_ids: train only on these tasks (those that passed data validation); None: all.
+        tasks: the tasks to train on (those that passed data validation); None: the recipe's.
         stop_after_steps: end after this many steps (embedded only; a later launch resumes).
         mlflow_run_id: the MLflow run an earlier stage opened (the warm start's).
         launch_command: the command that started the run, for the reproducibility record.
@@ -57,7 +58,8 @@ def launch(
                 "stop_after_steps is for the embedded trainer; verl recipes run "
                 "trainer.total_steps (set it with --set)"
             )
-        return _launch_on_verl(recipe, run_dir, task_ids, echo)
+        ids = None if tasks is None else [task.instance_id for task in tasks]
+        return _launch_on_verl(recipe, run_dir, ids, echo)
     from uni_agent_core.rl.run import TrainingRun
 
     run = TrainingRun(
@@ -65,7 +67,7 @@ def launch(
         run_dir=run_dir,
         echo=echo,
         stop_after_steps=stop_after_steps,
-        task_ids=task_ids,
+        tasks=tasks,
         mlflow_run_id=mlflow_run_id,
         launch_command=launch_command,
     )

@@ -27,7 +27,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,11 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.curriculum.history import Attempt, AttemptHistory
 from uni_agent_core.curriculum.sampler import DynamicSampler
 from uni_agent_core.curriculum.task_sampler import EpochSampler
-from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.rl.role_switch import RoleSwitch, TrainerReplica
 from uni_agent_core.rl.step_loop import StepLoop
 from uni_agent_core.rl.step_records import Checkpointer, RunSummary, StepRecorder
 from uni_agent_core.rl.trainer import EmbeddedTrainer
+from uni_agent_core.rollout.build import build_tasks
 from uni_agent_core.rollout.driver import RolloutDriver
 from uni_agent_core.rollout.stack import episode_concurrency, rollout_stack
 from uni_agent_core.rundir.checkpoint import latest_complete, restore_checkpoint
@@ -74,7 +74,7 @@ class TrainingRun:
         stop_after_steps: int | None = None,
         driver_class: type[RolloutDriver] = RolloutDriver,
         track: bool = True,
-        task_ids: list[str] | None = None,
+        tasks: Sequence[TaskSpec] | None = None,
         mlflow_run_id: str | None = None,
         launch_command: str | None = None,
     ) -> None:
@@ -85,8 +85,8 @@ class TrainingRun:
         stop_after_steps: end the process's work after this many steps (tests of resume).
         driver_class: the rollout driver (a subclass can post-process episodes).
         track: log params, per-step metrics and artifacts to MLflow (`recipe.tracking`).
-        task_ids: train only on these tasks of the recipe's set (e.g. those that passed data
-            validation); None uses them all.
+        tasks: the tasks to train on (e.g. those that passed data validation, loaded once by
+            the caller); None builds the recipe's task set.
         mlflow_run_id: the MLflow run to log into when no checkpoint names one (the run an
             earlier stage, such as the warm start, opened); None creates one.
         launch_command: the command that started the run, for its reproducibility record
@@ -109,7 +109,7 @@ class TrainingRun:
         self.track = track
         self._tasks: dict[str, TaskSpec] = {}
         self.tokenizer: Any = None
-        self.task_ids = None if task_ids is None else set(task_ids)
+        self.given_tasks = None if tasks is None else list(tasks)
         self.tracker: Any = None
         self.mlflow_run_id = mlflow_run_id
         self.launch_command = launch_command
@@ -124,11 +124,8 @@ class TrainingRun:
         random.seed(self.seed)
         np.random.seed(self.seed % 2**32)
         torch.manual_seed(self.seed)
-        tasks = {
-            task.instance_id: task
-            for task in load_tasks(recipe.tasks)
-            if self.task_ids is None or task.instance_id in self.task_ids
-        }
+        chosen = self.given_tasks if self.given_tasks is not None else build_tasks(recipe)
+        tasks = {task.instance_id: task for task in chosen}
         if not tasks:
             raise ValueError("no task left to train on (every task was filtered out)")
         backend = trainer_config.backend

@@ -70,13 +70,13 @@ async def gold_trajectories(
 ) -> list[Trajectory]:
     """Resolved gold episodes of `tasks` through the recipe's gateway, harness and sandbox."""
     from uni_agent_core.gateway.embedded import serving_gateway
-    from uni_agent_core.gateway.launch import load_tokenizer, session_manager
     from uni_agent_core.inference.scripted import ScriptedEngine
+    from uni_agent_core.rollout.build import build_session_manager, build_tokenizer
     from uni_agent_core.rollout.driver import RolloutDriver
 
-    tokenizer = load_tokenizer(recipe.policy)
+    tokenizer = build_tokenizer(recipe)
     engine = ScriptedEngine(tokenizer)
-    manager = session_manager(engine, tokenizer, recipe.gateway, recipe.trainer.max_context_tokens)
+    manager = build_session_manager(recipe, engine, tokenizer)
     kept: list[Trajectory] = []
     skipped = unresolved = 0
     async with serving_gateway(manager) as url:

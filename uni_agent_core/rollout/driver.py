@@ -24,12 +24,12 @@ from uni_agent_core.config.harness import HarnessConfig
 from uni_agent_core.config.overrides import section_for_task
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.reward import RewardConfig
-from uni_agent_core.config.sandbox import SandboxConfig
-from uni_agent_core.envs.verifier import Verifier, task_sandbox_factory
+from uni_agent_core.envs.verifier import SandboxFactory, Verifier
 from uni_agent_core.envs.workspace import TaskDataError, prepare_agent_workspace
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.factory import harness_for_task
+from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.sandbox.base import SandboxError
 from uni_agent_core.sandbox.git_hygiene import GitHygieneError
 from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec
@@ -51,7 +51,7 @@ class RolloutDriver:
         manager: SessionManager,
         gateway_url: str,
         harness: HarnessConfig,
-        sandbox: SandboxConfig,
+        sandbox_factory: SandboxFactory,
         reward: RewardConfig,
         max_concurrency: int,
         max_total_tokens: int | None = None,
@@ -59,7 +59,8 @@ class RolloutDriver:
         self.manager = manager
         self.gateway_url = gateway_url.rstrip("/")
         self.harness = harness
-        self.sandbox = sandbox
+        self.sandbox_factory = sandbox_factory
+        """Makes each episode's fresh sandbox, and the verifier's."""
         self.reward = reward
         self.max_total_tokens = max_total_tokens
         self.limit = asyncio.Semaphore(max_concurrency)
@@ -76,7 +77,7 @@ class RolloutDriver:
             manager=manager,
             gateway_url=gateway_url,
             harness=recipe.harness,
-            sandbox=recipe.sandbox,
+            sandbox_factory=build_sandbox_factory(recipe),
             reward=recipe.reward,
             max_concurrency=max_concurrency,
             max_total_tokens=recipe.trainer.max_context_tokens,
@@ -147,7 +148,7 @@ class RolloutDriver:
         actions: list[Any] = []
         try:
             clock = time.perf_counter()
-            async with task_sandbox_factory(self.sandbox)(task) as sandbox:
+            async with self.sandbox_factory(task) as sandbox:
                 await prepare_agent_workspace(sandbox, task)
                 timings["sandbox"] = time.perf_counter() - clock
                 clock = time.perf_counter()
@@ -168,7 +169,7 @@ class RolloutDriver:
             reward_config = section_for_task(
                 "reward", RewardConfig, self.reward, task.reward, task_id=task.instance_id
             )
-            verifier = Verifier(task_sandbox_factory(self.sandbox), reward_config)
+            verifier = Verifier(self.sandbox_factory, reward_config)
             try:
                 verdict = await verifier.score_episode(task, diff, actions)
                 reward, resolved, leak_flagged = (

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.rollout.build import build_engine, build_session_manager
 from uni_agent_core.rollout.driver import RolloutDriver
 
 
@@ -58,17 +59,8 @@ async def rollout_stack(
             switching in separate_async).
     """
     from uni_agent_core.gateway.embedded import serving_gateway
-    from uni_agent_core.gateway.launch import build_manager
 
-    max_context = recipe.trainer.max_context_tokens
-    manager = build_manager(
-        recipe.policy,
-        recipe.engine,
-        recipe.gateway,
-        router=recipe.router,
-        max_total_tokens=max_context,
-        lendable=lendable,
-    )
+    manager = build_session_manager(recipe, build_engine(recipe, lendable=lendable))
     async with serving_gateway(manager) as url:
         if weights is not None:
             await manager.engine.update_weights(str(weights), version)

@@ -9,6 +9,7 @@ import pytest
 from uni_agent_core.config import load_recipe
 from uni_agent_core.rl import launch as launch_module
 from uni_agent_core.rl.launch import TrainingFailed, launch, verl_checkpointed_step
+from uni_agent_core.types import TaskSpec
 
 ROOT = Path(__file__).resolve().parents[3]
 VERL_RECIPE = ROOT / "recipes" / "tiny-verl-gpu.yaml"
@@ -41,7 +42,7 @@ def test_a_verl_run_resumed_at_its_checkpoint_reports_the_steps_it_trained(
     import uni_agent_core.rl.verl.launch as verl_launch
 
     monkeypatch.setattr(verl_launch, "launch_recipe", fake_launch_recipe)
-    summary = launch(recipe, tmp_path, task_ids=["a"])
+    summary = launch(recipe, tmp_path, tasks=[TaskSpec(instance_id="a", problem_statement="p")])
     assert calls == [(tmp_path, ["a"])]
     assert (summary.backend, summary.start_step, summary.steps) == ("verl", 4, 6)
     assert summary.final == {} and summary.mlflow_run_id is None

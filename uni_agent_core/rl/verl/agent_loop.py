@@ -188,7 +188,7 @@ async def episode_service(
     so sandboxes and sessions stay within `trainer.max_concurrent_episodes` overall.
     """
     from uni_agent_core.gateway.embedded import serving_gateway
-    from uni_agent_core.gateway.launch import session_manager
+    from uni_agent_core.rollout.build import build_session_manager
 
     loop_id = id(asyncio.get_running_loop())
     key = (loop_id, id(server_manager), recipe.name)
@@ -196,9 +196,8 @@ async def episode_service(
     async with lock:
         if key in _services:
             return _services[key]
-        max_context = recipe.trainer.max_context_tokens
         engine = VerlServerEngine(server_manager, eos_token_ids=eos_token_ids)
-        manager = session_manager(engine, tokenizer, recipe.gateway, max_context)
+        manager = build_session_manager(recipe, engine, tokenizer)
         exits = AsyncExitStack()
         url = await exits.enter_async_context(serving_gateway(manager))
         driver = RolloutDriver.for_recipe(
