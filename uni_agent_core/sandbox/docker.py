@@ -24,15 +24,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.base import ExecResult, SandboxError
 from uni_agent_core.sandbox.docker_cli import CliResult, CommandRunner, run_cli
-from uni_agent_core.sandbox.lifecycle import StartOnce, probe_workdir
+from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir
 from uni_agent_core.sandbox.timed_shell import (
     CONTROL_TIMEOUT_S,
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
     decode_capped,
-    diff_script,
     finish_exec,
     kill_group_argv,
     new_pidfile,
@@ -59,7 +58,7 @@ _GONE = ("No such container", "is already in progress")
 """`docker rm -f` answers for a container that is already removed (or being removed)."""
 
 
-class DockerSandbox(StartOnce):
+class DockerSandbox(SandboxLifecycle):
     """A container from `image`, driven by the docker CLI: `async with DockerSandbox(...) as sb:`.
 
     Needs bash and GNU coreutils in the image (every SWE-bench-style image has both).
@@ -136,14 +135,10 @@ class DockerSandbox(StartOnce):
         self._docker = [docker, *(["-H", docker_host] if docker_host else [])]
         self._extra_run_args = list(extra_run_args)
         self._run = runner
-        self._start_lock = asyncio.Lock()
+        self._init_lifecycle()
         self._launched = False
-        self._started = False
-        self._expired = False
-        self._closed = False
-        self._deadline = 0.0
-        self._deadline_handle: asyncio.TimerHandle | None = None
-        self._removal: asyncio.Task[None] | None = None
+        self.label = f"container {self.name}"
+        self.torn_down = "removed"
 
     @classmethod
     def from_config(cls, config: DockerSandboxConfig, **overrides: Any) -> DockerSandbox:
@@ -172,13 +167,6 @@ class DockerSandbox(StartOnce):
                 "build_sandbox(config, image=...)"
             )
         return cls(**kwargs)
-
-    async def __aenter__(self) -> DockerSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     def run_argv(self) -> list[str]:
         """The `docker run` command that creates the container."""
@@ -213,9 +201,7 @@ class DockerSandbox(StartOnce):
         ]
 
     async def _start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + self.wall_clock_s
-        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+        self._arm_deadline()
         self._launched = True
         created = await self._run(self.run_argv(), timeout_s=self.startup_timeout_s)
         if created.returncode != 0 or created.timed_out:
@@ -362,44 +348,11 @@ class DockerSandbox(StartOnce):
                 raise _file_error(_text(done.stderr), source)
             await asyncio.to_thread(copy_path, staged, Path(local_path))
 
-    async def diff(self) -> str:
-        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
+    def _holds_resource(self) -> bool:
+        return self._launched
 
-        Raises:
-            SandboxError: `workdir` is not a git repository or git failed.
-        """
-        result = await self.exec(diff_script(self.diff_base))
-        if not result.ok:
-            raise SandboxError(
-                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
-                f"{result.stderr.strip()}"
-            )
-        return result.stdout
-
-    async def close(self) -> None:
-        """Removes the container with every process in it (idempotent).
-
-        Raises:
-            SandboxError: `docker rm -f` failed (the container may be left behind).
-        """
-        if self._closed:
-            return
-        self._closed = True
-        if self._deadline_handle is not None:
-            self._deadline_handle.cancel()
-        if self._removal is None and self._launched:
-            self._removal = asyncio.ensure_future(self._remove())
-        if self._removal is not None:
-            await asyncio.shield(self._removal)
-
-    async def _close_quietly(self) -> None:
-        """Closes after a failed start; the start error is the one the caller sees."""
-        try:
-            await self.close()
-        except (SandboxError, OSError):
-            logger.exception("removing container %s after a failed start failed", self.name)
-
-    async def _remove(self) -> None:
+    async def _teardown(self) -> None:
+        """`docker rm -f` the container (a container already gone is fine)."""
         argv = [*self._docker, "rm", "-f", self.name]
         try:
             done = await self._run(argv, timeout_s=_REMOVE_TIMEOUT_S)
@@ -441,23 +394,6 @@ class DockerSandbox(StartOnce):
             raise SandboxError("the sandbox is not started; call start() or use `async with`")
         if self._expired:
             raise self._deadline_error()
-
-    def _expire(self) -> None:
-        """Removes the container once the wall-clock deadline passes."""
-        if self._expired:
-            return
-        self._expired = True
-        logger.warning(
-            "container %s passed its %g s deadline; removing it", self.name, self.wall_clock_s
-        )
-        if self._removal is None and self._launched:
-            self._removal = asyncio.ensure_future(self._remove())
-
-    def _deadline_error(self) -> SandboxDeadlineError:
-        return SandboxDeadlineError(
-            f"container {self.name} passed its wall-clock deadline ({self.wall_clock_s:g} s) "
-            "and was removed"
-        )
 
 
 def _text(data: bytes) -> str:

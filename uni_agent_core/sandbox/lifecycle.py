@@ -1,20 +1,28 @@
-"""Start-once lifecycle shared by every sandbox backend.
+"""The life cycle every sandbox backend shares.
 
 `StartOnce.start()` is idempotent and serialised; it runs the backend's `_start()` under
 `startup_timeout_s`, and on *any* failure (timeout, error, cancellation) runs `_abort_start()`
 so nothing is left behind, then raises a `SandboxError` (which `SandboxPool` retries) or
-re-raises. Backends say only what differs: how to start, how to clean up, and how to word a
-timeout or translate their own exception types.
+re-raises. `SandboxLifecycle` adds what else the backends had each written out: the closed /
+started / expired state, the wall-clock deadline (armed at start; when it passes the backend's
+resource is torn down once), `close()` (idempotent, tears down once, shielded from
+cancellation), `async with`, the usability check before every call, and `diff()`. A backend
+says only what differs: how to start, exec and copy files, whether it holds a resource, and
+how to tear it down.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shlex
 from collections.abc import Awaitable, Callable
 from pathlib import PurePosixPath
 
-from uni_agent_core.sandbox.base import ExecResult, SandboxError
+from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.timed_shell import diff_script
+
+logger = logging.getLogger(__name__)
 
 
 class StartOnce:
@@ -66,6 +74,124 @@ class StartOnce:
     def _start_error(self, error: Exception) -> SandboxError | None:
         """A backend exception translated to `SandboxError`; None re-raises it unchanged."""
         return None
+
+
+class SandboxLifecycle(StartOnce):
+    """Base of the sandbox backends: state, deadline, close, context management and `diff()`.
+
+    A subclass calls `_init_lifecycle()` in its constructor and `_arm_deadline()` first thing
+    in `_start()`, sets `label` (how errors name it, e.g. "container agent-rl-1f2e") and
+    `torn_down` (what happened at the deadline, e.g. "removed"), and implements
+    `_holds_resource()` and `_teardown()`; `_start`, `_abort_start`, `exec` and the file
+    methods stay its own.
+    """
+
+    label: str = "sandbox"
+    torn_down: str = "closed"
+    wall_clock_s: float
+    workdir: PurePosixPath
+    diff_base: str
+
+    def _init_lifecycle(self) -> None:
+        self._start_lock = asyncio.Lock()
+        self._started = False
+        self._expired = False
+        self._closed = False
+        self._deadline = 0.0
+        self._deadline_handle: asyncio.TimerHandle | None = None
+        self._teardown_task: asyncio.Future[None] | None = None
+
+    async def __aenter__(self):  # noqa: ANN204 - the backend itself
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _arm_deadline(self) -> None:
+        """Start the wall-clock deadline (call at the beginning of `_start`)."""
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self.wall_clock_s
+        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+
+    def _holds_resource(self) -> bool:
+        """Whether there is something to tear down (a container, a remote sandbox)."""
+        raise NotImplementedError
+
+    async def _teardown(self) -> None:
+        """Remove the backend's resource with everything in it (called at most once)."""
+        raise NotImplementedError
+
+    def _start_teardown(self) -> None:
+        if self._teardown_task is None and self._holds_resource():
+            self._teardown_task = asyncio.ensure_future(self._teardown())
+
+    async def close(self) -> None:
+        """Tear the sandbox down with every process in it (idempotent).
+
+        Raises:
+            SandboxError: the teardown failed (the resource may be left behind).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._deadline_handle is not None:
+            self._deadline_handle.cancel()
+        self._start_teardown()
+        if self._teardown_task is not None:
+            await asyncio.shield(self._teardown_task)
+
+    async def _close_quietly(self) -> None:
+        """Close after a failed start; the start error is the one the caller sees."""
+        try:
+            await self.close()
+        except (SandboxError, OSError):
+            logger.exception("tearing down %s after a failed start failed", self.label)
+
+    def _expire(self) -> None:
+        """The wall-clock deadline passed: tear the resource down."""
+        if self._expired:
+            return
+        self._expired = True
+        logger.warning(
+            "%s passed its %g s deadline; it is being %s",
+            self.label,
+            self.wall_clock_s,
+            self.torn_down,
+        )
+        self._start_teardown()
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        if not self._started:
+            raise SandboxError("the sandbox is not started; call start() or use `async with`")
+        if self._expired:
+            raise self._deadline_error()
+
+    def _deadline_error(self) -> SandboxDeadlineError:
+        return SandboxDeadlineError(
+            f"{self.label} passed its wall-clock deadline ({self.wall_clock_s:g} s) and was "
+            f"{self.torn_down}"
+        )
+
+    async def diff(self) -> str:
+        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
+
+        Untracked files are staged into a throwaway index, so the repo's own index is untouched;
+        files that `.gitignore` ignores are left out.
+
+        Raises:
+            SandboxError: `workdir` is not a git repository or git failed.
+        """
+        script = diff_script(self.diff_base)
+        result = await self.exec(script, cwd=str(self.workdir))  # type: ignore[attr-defined]
+        if not result.ok:
+            raise SandboxError(
+                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
+                f"{result.stderr.strip()}"
+            )
+        return result.stdout
 
 
 async def probe_workdir(

@@ -25,12 +25,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
+from uni_agent_core.sandbox.base import ExecResult, SandboxError
 from uni_agent_core.sandbox.bwrap import bwrap_argv, find_bwrap
-from uni_agent_core.sandbox.lifecycle import StartOnce
+from uni_agent_core.sandbox.lifecycle import SandboxLifecycle
 from uni_agent_core.sandbox.limits import Limits, join_argv
 from uni_agent_core.sandbox.process import kill_group, run_process
-from uni_agent_core.sandbox.timed_shell import diff_script
 from uni_agent_core.sandbox.workspace_files import confine, copy_path, force_rmtree
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ def _warn_unisolated_once() -> None:
         )
 
 
-class LocalSandbox(StartOnce):
+class LocalSandbox(SandboxLifecycle):
     """A workspace on this host whose commands run under bubblewrap (or, trusted, without).
 
     Use as `async with LocalSandbox(...) as sb:`; `close()` runs on every path.
@@ -138,12 +137,8 @@ class LocalSandbox(StartOnce):
         self._root: Path | None = None
         self._bwrap = ""
         self._bash = ""
-        self._deadline = 0.0
-        self._deadline_handle: asyncio.TimerHandle | None = None
-        self._start_lock = asyncio.Lock()
-        self._started = False
-        self._expired = False
-        self._closed = False
+        self._init_lifecycle()
+        self.torn_down = "stopped: all its processes were killed"
         self._processes: set[asyncio.subprocess.Process] = set()
 
     @classmethod
@@ -160,12 +155,9 @@ class LocalSandbox(StartOnce):
         }
         return cls(**(kwargs | overrides))
 
-    async def __aenter__(self) -> LocalSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    @property
+    def label(self) -> str:  # type: ignore[override]
+        return f"sandbox {self._root}"
 
     @property
     def host_dir(self) -> Path:
@@ -201,9 +193,7 @@ class LocalSandbox(StartOnce):
             use_cgroups=self.use_cgroups,
         )
 
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + self.wall_clock_s
-        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+        self._arm_deadline()
         probe = await self.exec("exit 0", timeout=self.startup_timeout_s, cwd=str(self._mount))
         if not probe.ok:
             raise SandboxError(
@@ -311,24 +301,6 @@ class LocalSandbox(StartOnce):
         """Copies a workspace file or directory out to the host (symlinks stay links)."""
         await self._io(copy_path, self._host_path(sandbox_path), Path(local_path))
 
-    async def diff(self) -> str:
-        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
-
-        Untracked files are staged into a throwaway index, so the repo's own index is untouched;
-        files that `.gitignore` ignores are left out.
-
-        Raises:
-            SandboxError: `workdir` is not a git repository or git failed.
-        """
-        script = diff_script(self.diff_base)
-        result = await self.exec(script, cwd=str(self.workdir))
-        if not result.ok:
-            raise SandboxError(
-                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
-                f"{result.stderr.strip()}"
-            )
-        return result.stdout
-
     async def close(self) -> None:
         """Kills every process and removes the sandbox's directory and cgroup (idempotent)."""
         if self._closed:
@@ -374,12 +346,6 @@ class LocalSandbox(StartOnce):
             kill_group(process)
         if self.limits is not None and self.limits.cgroup is not None:
             self.limits.cgroup.kill()
-
-    def _deadline_error(self) -> SandboxDeadlineError:
-        return SandboxDeadlineError(
-            f"sandbox {self._root} passed its wall-clock deadline ({self.wall_clock_s:g} s); "
-            "all its processes were killed"
-        )
 
     def _hidden_host_data(self) -> list[str]:
         """Host places that hold task data an agent must not read: the agent-rl cache (built

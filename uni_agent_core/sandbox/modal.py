@@ -32,14 +32,13 @@ from collections.abc import Awaitable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
-from uni_agent_core.sandbox.lifecycle import StartOnce, probe_workdir
+from uni_agent_core.sandbox.base import ExecResult, SandboxError
+from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir
 from uni_agent_core.sandbox.timed_shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
     TIMEOUT_EXIT_CODE,
     decode_capped,
-    diff_script,
     finish_exec,
     kill_group_argv,
     new_pidfile,
@@ -61,7 +60,7 @@ _EXEC_TIMED_OUT = -1
 """What Modal's `ContainerProcess.wait` returns when the exec's own timeout passed."""
 
 
-class ModalSandbox(StartOnce):
+class ModalSandbox(SandboxLifecycle):
     """A Modal sandbox from `image`: `async with ModalSandbox(image=...) as sb:`.
 
     Needs bash and GNU coreutils (and `tar` for directory copies) in the image.
@@ -135,13 +134,9 @@ class ModalSandbox(StartOnce):
         self._extra_env = dict(env or {})
         self._modal_module = modal_module
         self._sandbox: Any = None
-        self._start_lock = asyncio.Lock()
-        self._started = False
-        self._expired = False
-        self._closed = False
-        self._deadline = 0.0
-        self._deadline_handle: asyncio.TimerHandle | None = None
-        self._terminating: asyncio.Task[None] | None = None
+        self._init_lifecycle()
+        self.label = "modal sandbox"
+        self.torn_down = "terminated"
 
     @classmethod
     def from_config(cls, config: ModalSandboxConfig, **overrides: Any) -> ModalSandbox:
@@ -167,13 +162,6 @@ class ModalSandbox(StartOnce):
         }
         return cls(**(kwargs | overrides))
 
-    async def __aenter__(self) -> ModalSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     @property
     def modal(self) -> Any:
         """The `modal` module in use (imported on first use)."""
@@ -183,9 +171,7 @@ class ModalSandbox(StartOnce):
 
     async def _start(self) -> None:
         modal = self.modal
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + self.wall_clock_s
-        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+        self._arm_deadline()
         lifetime = math.ceil(self.wall_clock_s)
         app = await modal.App.lookup.aio(self.app_name, create_if_missing=True)
         self._sandbox = await modal.Sandbox.create.aio(
@@ -368,38 +354,11 @@ class ModalSandbox(StartOnce):
                 await asyncio.to_thread(_unpack, archive, item)
             await asyncio.to_thread(copy_path, item, Path(local_path))
 
-    async def diff(self) -> str:
-        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
+    def _holds_resource(self) -> bool:
+        return self._sandbox is not None
 
-        Raises:
-            SandboxError: `workdir` is not a git repository or git failed.
-        """
-        result = await self.exec(diff_script(self.diff_base))
-        if not result.ok:
-            raise SandboxError(
-                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
-                f"{result.stderr.strip()}"
-            )
-        return result.stdout
-
-    async def close(self) -> None:
-        """Terminates the Modal sandbox (idempotent).
-
-        Raises:
-            SandboxError: Termination failed or took longer than `rpc_timeout_s` (Modal still
-                ends the sandbox at its own timeout, the wall-clock deadline).
-        """
-        if self._closed:
-            return
-        self._closed = True
-        if self._deadline_handle is not None:
-            self._deadline_handle.cancel()
-        if self._terminating is None and self._sandbox is not None:
-            self._terminating = asyncio.ensure_future(self._terminate())
-        if self._terminating is not None:
-            await asyncio.shield(self._terminating)
-
-    async def _terminate(self) -> None:
+    async def _teardown(self) -> None:
+        """Terminate the Modal sandbox (Modal ends it at its own timeout otherwise)."""
         try:
             async with asyncio.timeout(self.rpc_timeout_s):
                 await self._sandbox.terminate.aio()
@@ -408,13 +367,6 @@ class ModalSandbox(StartOnce):
                 f"terminating the modal sandbox failed: {e}; Modal ends it at its timeout "
                 f"({math.ceil(self.wall_clock_s)} s)"
             ) from e
-
-    async def _close_quietly(self) -> None:
-        """Closes after a failed start; the start error is the one the caller sees."""
-        try:
-            await self.close()
-        except SandboxError:
-            logger.exception("terminating a modal sandbox that failed to start failed")
 
     async def _kill_command(self, pidfile: str) -> None:
         """Kills a command's process group in the sandbox, even while being cancelled (not
@@ -455,33 +407,10 @@ class ModalSandbox(StartOnce):
         except errors.Error as e:
             raise SandboxError(f"modal file call on {path} failed: {e}") from e
 
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise SandboxError("the sandbox is closed")
-        if not self._started:
-            raise SandboxError("the sandbox is not started; call start() or use `async with`")
-        if self._expired:
-            raise self._deadline_error()
-
-    def _expire(self) -> None:
-        """Terminates the sandbox once the wall-clock deadline passes."""
-        if self._expired:
-            return
-        self._expired = True
-        logger.warning("modal sandbox passed its %g s deadline; terminating it", self.wall_clock_s)
-        if self._terminating is None and self._sandbox is not None:
-            self._terminating = asyncio.ensure_future(self._terminate())
-
     def _gone_error(self) -> SandboxError:
         if self._expired:
             return self._deadline_error()
         return SandboxError("the sandbox was closed while the command ran")
-
-    def _deadline_error(self) -> SandboxDeadlineError:
-        return SandboxDeadlineError(
-            f"modal sandbox passed its wall-clock deadline ({self.wall_clock_s:g} s) and was "
-            "terminated"
-        )
 
 
 def _pack(source: Path, archive: Path) -> None:

@@ -55,14 +55,13 @@ from swerex.runtime.abstract import (
 )
 from swerex.runtime.local import LocalRuntime
 
-from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
-from uni_agent_core.sandbox.lifecycle import StartOnce, probe_workdir
+from uni_agent_core.sandbox.base import ExecResult, SandboxError
+from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir
 from uni_agent_core.sandbox.timed_shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
     TIMEOUT_EXIT_CODE,
     decode_capped,
-    diff_script,
     finish_exec,
     new_pidfile,
     sandbox_path,
@@ -84,7 +83,7 @@ _IN_PROCESS_THREADS = 64
 """Commands of in-process (`local`) swe-rex sandboxes that can run at once."""
 
 
-class SwerexSandbox(StartOnce):
+class SwerexSandbox(SandboxLifecycle):
     """A swe-rex runtime as a sandbox: `async with SwerexSandbox(deployment=..., ...) as sb:`.
 
     Needs bash and GNU coreutils where the runtime runs.
@@ -170,13 +169,9 @@ class SwerexSandbox(StartOnce):
         self._deployment: AbstractDeployment | None = None
         self._in_process = False
         self._last_alive_message = ""
-        self._start_lock = asyncio.Lock()
-        self._started = False
-        self._expired = False
-        self._closed = False
-        self._deadline = 0.0
-        self._deadline_handle: asyncio.TimerHandle | None = None
-        self._stopping: asyncio.Task[None] | None = None
+        self._init_lifecycle()
+        self.label = "swe-rex sandbox"
+        self.torn_down = "stopped with its deployment"
 
     @classmethod
     def from_config(cls, config: SwerexSandboxConfig, **overrides: Any) -> SwerexSandbox:
@@ -204,13 +199,6 @@ class SwerexSandbox(StartOnce):
             "runtime_timeout_s": config.runtime_timeout_s,
         }
         return cls(**(kwargs | overrides))
-
-    async def __aenter__(self) -> SwerexSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     def _make_deployment(self) -> AbstractDeployment:
         """The swe-rex deployment for `deployment` (imported lazily: docker/modal are heavy)."""
@@ -249,9 +237,7 @@ class SwerexSandbox(StartOnce):
         raise ValueError(f"unknown swe-rex deployment {self.deployment!r}")
 
     async def _start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + self.wall_clock_s
-        self._deadline_handle = loop.call_later(self.wall_clock_s, self._expire)
+        self._arm_deadline()
         # Building some deployments already talks to their service (modal looks up its app).
         self._deployment = await asyncio.to_thread(self._factory)
         await self._deployment.start()
@@ -426,38 +412,11 @@ class SwerexSandbox(StartOnce):
 
         await asyncio.to_thread(unpack)
 
-    async def diff(self) -> str:
-        """The patch from `diff_base` to `workdir`'s working tree, untracked files included.
+    def _holds_resource(self) -> bool:
+        return self._deployment is not None
 
-        Raises:
-            SandboxError: `workdir` is not a git repository or git failed.
-        """
-        result = await self.exec(diff_script(self.diff_base))
-        if not result.ok:
-            raise SandboxError(
-                f"git diff in {self.workdir} failed (exit {result.exit_code}): "
-                f"{result.stderr.strip()}"
-            )
-        return result.stdout
-
-    async def close(self) -> None:
-        """Stops the deployment: removes a docker/modal container, closes a runtime
-        (idempotent).
-
-        Raises:
-            SandboxError: Stopping failed or took longer than `runtime_timeout_s`.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        if self._deadline_handle is not None:
-            self._deadline_handle.cancel()
-        if self._stopping is None and self._deployment is not None:
-            self._stopping = asyncio.ensure_future(self._stop())
-        if self._stopping is not None:
-            await asyncio.shield(self._stopping)
-
-    async def _stop(self) -> None:
+    async def _teardown(self) -> None:
+        """Stop the deployment: remove a docker/modal container, close a runtime."""
         deployment = self._deployment
         assert deployment is not None
         # swe-rex's ModalDeployment.stop only terminates sandboxes that already exited.
@@ -473,13 +432,6 @@ class SwerexSandbox(StartOnce):
             raise SandboxError(
                 f"stopping the swe-rex {self.deployment} deployment failed: {e}"
             ) from e
-
-    async def _close_quietly(self) -> None:
-        """Closes after a failed start; the start error is the one the caller sees."""
-        try:
-            await self.close()
-        except SandboxError:
-            logger.exception("closing a swe-rex sandbox that failed to start failed")
 
     async def _call(
         self, method: Callable[[Any], Awaitable[T]], request: Any, timeout_s: float
@@ -499,31 +451,6 @@ class SwerexSandbox(StartOnce):
     def _runtime(self) -> Any:
         assert self._deployment is not None
         return self._deployment.runtime
-
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise SandboxError("the sandbox is closed")
-        if not self._started:
-            raise SandboxError("the sandbox is not started; call start() or use `async with`")
-        if self._expired:
-            raise self._deadline_error()
-
-    def _expire(self) -> None:
-        """Stops the deployment once the wall-clock deadline passes."""
-        if self._expired:
-            return
-        self._expired = True
-        logger.warning(
-            "swe-rex sandbox passed its %g s deadline; stopping its deployment", self.wall_clock_s
-        )
-        if self._stopping is None and self._deployment is not None:
-            self._stopping = asyncio.ensure_future(self._stop())
-
-    def _deadline_error(self) -> SandboxDeadlineError:
-        return SandboxDeadlineError(
-            f"swe-rex sandbox passed its wall-clock deadline ({self.wall_clock_s:g} s); its "
-            "deployment was stopped"
-        )
 
 
 class _RemoteDeployment(RemoteDeployment):
