@@ -9,10 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import get_run_logger, task
+from prefect.exceptions import MissingContextError
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.rl.launch import launch
 from uni_agent_core.types import TaskSpec
+
+
+def _progress_sink():  # noqa: ANN202 - a print-like callable
+    """The task run's logger (progress lines in the Prefect UI), or stdout when the function is
+    called outside a task run."""
+    try:
+        return get_run_logger().info
+    except MissingContextError:
+        return print
 
 
 @task(name="train")
@@ -32,7 +42,7 @@ def train(
         tasks=tasks,
         mlflow_run_id=mlflow_run_id,
         launch_command=launch_command,
-        echo=get_run_logger().info,
+        echo=_progress_sink(),
     )
     return {
         "backend": summary.backend,

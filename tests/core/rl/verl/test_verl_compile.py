@@ -158,7 +158,8 @@ def test_the_train_flows_training_task_launches_verl(tmp_path) -> None:
     pytest.importorskip("prefect")
     from tasks.training import train
     from uni_agent_core.rl.verl.launch import VerlLaunchError
+    from uni_agent_core.types import TaskSpec
 
     recipe = load_recipe(RECIPES / "tiny-verl-gpu.yaml")
     with pytest.raises(VerlLaunchError, match="no Ray cluster"):
-        train.fn(recipe, tmp_path, ["some-task"])
+        train.fn(recipe, tmp_path, [TaskSpec(instance_id="some-task", problem_statement="p")])
