@@ -13,6 +13,9 @@ from pydantic import Field, model_validator
 
 from uni_agent_core.config.base import ConfigModel, raise_conflicts
 
+MODAL_MAX_LIFETIME_S = 24 * 3600
+"""Modal's cap on a sandbox's lifetime, in seconds."""
+
 
 class _SandboxLimits(ConfigModel):
     """Timeouts shared by every sandbox backend."""
@@ -63,22 +66,35 @@ class LocalSandboxConfig(_ResourceCaps):
     only uses a scratch directory and rlimits (trusted CI tasks only)."""
     max_processes: int = Field(default=256, ge=1)
     """Cap on processes the agent's commands may create (fork bombs end the rollout)."""
+    cpu_time_s: int | None = Field(default=None, ge=1)
+    """CPU-seconds rlimit of each process; None sets none (the wall-clock limits still hold)."""
 
 
 class SwerexSandboxConfig(_SandboxLimits):
-    """A SWE-ReX remote runtime reached over HTTP."""
+    """A SWE-ReX runtime: a remote one reached over HTTP, or one swe-rex deploys itself."""
 
     type: Literal["swerex"] = "swerex"
-    """Selects a SWE-ReX remote runtime."""
+    """Selects a SWE-ReX runtime."""
     host: str
-    """Runtime URL, e.g. `http://sandbox-host`; memory and network limits are the runtime
-    host's."""
+    """Runtime URL of a `remote` deployment, e.g. `http://sandbox-host`; its memory and
+    network limits are the runtime host's."""
     port: int | None = Field(default=None, ge=1, le=65_535)
     """Runtime port; None uses the URL's port."""
     auth_token_env: str | None = None
     """Environment variable holding the runtime's auth token; None sends none."""
     runtime_timeout_s: float = Field(default=60.0, gt=0)
     """Timeout of each control request to the runtime (not of the command it runs)."""
+    deployment: Literal["remote", "local", "docker", "modal"] = "remote"
+    """Where the runtime runs: `remote` (at `host`), or a swe-rex `local`, `docker` or `modal`
+    deployment started for the sandbox."""
+    image: str | None = None
+    """Image of a `docker` or `modal` deployment; None uses each task's own image."""
+    memory_mb: int = Field(default=4096, ge=64)
+    """Memory cap in MiB of a `docker` or `modal` deployment."""
+    cpus: float = Field(default=2.0, gt=0)
+    """CPU cap of a `docker` or `modal` deployment."""
+    max_processes: int = Field(default=1024, ge=1)
+    """Process cap of a `docker` deployment."""
 
 
 class DockerSandboxConfig(_ResourceCaps):
@@ -92,6 +108,8 @@ class DockerSandboxConfig(_ResourceCaps):
     """When to pull the image before starting a container."""
     cpus: float = Field(default=2.0, gt=0)
     """CPU quota per container."""
+    max_processes: int = Field(default=1024, ge=1)
+    """Cap on processes and threads in each container (`--pids-limit`)."""
     docker_host: str | None = None
     """Docker daemon address (`DOCKER_HOST`); None uses the local daemon."""
     max_concurrent_starts: int = Field(default=16, ge=1)
@@ -111,10 +129,20 @@ class ModalSandboxConfig(_ResourceCaps):
     """CPU cores per sandbox."""
     region: str | None = None
     """Modal region; None lets Modal choose."""
+    rpc_timeout_s: float = Field(default=60.0, gt=0)
+    """Timeout of each Modal call, on top of the command's own time."""
     max_concurrent_starts: int = Field(default=32, ge=1)
     """Global cap on sandboxes being created at once (Modal rate-limits creation)."""
     warm_pool_size: int = Field(default=0, ge=0)
     """Sandboxes per image created ahead of need; 0 creates each on demand."""
+
+    @model_validator(mode="after")
+    def _check_modal_lifetime(self) -> ModalSandboxConfig:
+        if self.wall_clock_s > MODAL_MAX_LIFETIME_S:
+            raise_conflicts(
+                [("wall_clock_s", f"{self.wall_clock_s:g} s exceeds Modal's 24 h sandbox cap")]
+            )
+        return self
 
 
 SandboxConfig = Annotated[

@@ -21,12 +21,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import Any
 
+from uni_agent_core.config.sandbox import DockerSandboxConfig
 from uni_agent_core.sandbox.base import ExecResult, SandboxError
 from uni_agent_core.sandbox.docker_cli import CliResult, CommandRunner, run_cli
-from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir
+from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir, settings_for
 from uni_agent_core.sandbox.timed_shell import (
     CONTROL_TIMEOUT_S,
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -39,9 +40,6 @@ from uni_agent_core.sandbox.timed_shell import (
     timed_shell_argv,
 )
 from uni_agent_core.sandbox.workspace_files import copy_path
-
-if TYPE_CHECKING:
-    from uni_agent_core.config.sandbox import DockerSandboxConfig
 
 logger = logging.getLogger(__name__)
 
@@ -64,122 +62,69 @@ class DockerSandbox(SandboxLifecycle):
     Needs bash and GNU coreutils in the image (every SWE-bench-style image has both).
     """
 
+    config: DockerSandboxConfig
+
     def __init__(
         self,
+        config: DockerSandboxConfig | None = None,
         *,
-        image: str,
-        memory_mb: int = 4096,
-        cpus: float = 2.0,
-        max_processes: int = 1024,
-        network: bool = False,
-        pull: Literal["missing", "always", "never"] = "missing",
-        exec_timeout_s: float = 120.0,
-        wall_clock_s: float = 3600.0,
-        startup_timeout_s: float = 60.0,
         workdir: str = "/testbed",
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-        docker_host: str | None = None,
+        diff_base: str = "HEAD",
         docker: str = "docker",
         extra_run_args: Sequence[str] = (),
-        diff_base: str = "HEAD",
         runner: CommandRunner = run_cli,
+        **settings: Any,
     ) -> None:
         """Configures the sandbox; nothing is created until `start()`.
 
         Args:
-            image: Image to run (pulled according to `pull`).
-            memory_mb: Memory cap of the container in MiB; swap is off (`--memory-swap` equal).
-            cpus: CPU quota (`--cpus`).
-            max_processes: Cap on processes and threads in the container (`--pids-limit`).
-            network: Keep docker's default network; otherwise `--network none`.
-            pull: When to pull the image (`docker run --pull`).
-            exec_timeout_s: Default per-command timeout.
-            wall_clock_s: Deadline on the whole sandbox, counted from `start()`.
-            startup_timeout_s: Time allowed for `start()` (pull, create, probe).
+            config: The recipe's docker section; None uses its defaults.
             workdir: The repository inside the container (created if missing).
             env: Extra environment of every command (per-call `env` overrides it).
             max_output_bytes: Bytes of stdout and of stderr kept per command.
-            docker_host: Daemon address (`docker -H`); None uses the CLI's default.
+            diff_base: The commit `diff()` compares the working tree with.
             docker: The docker CLI binary.
             extra_run_args: More `docker run` flags (e.g. `--platform linux/amd64`).
-            diff_base: The commit `diff()` compares the working tree with.
             runner: Runs the CLI; tests inject a fake.
+            **settings: Fields of `DockerSandboxConfig` set over `config` (`image=` for the
+                task's image, `memory_mb=`, ...).
+
+        Raises:
+            TypeError: A setting is not a field of the docker section.
+            ValueError: No image is named, `workdir` is relative, or a setting is out of bounds.
         """
-        for name, value in (
-            ("exec_timeout_s", exec_timeout_s),
-            ("wall_clock_s", wall_clock_s),
-            ("startup_timeout_s", startup_timeout_s),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        if not image:
-            raise ValueError("image must name a docker image")
-        if not workdir.startswith("/"):
-            raise ValueError(f"workdir must be absolute, got {workdir!r}")
-        self.image = image
-        self.memory_mb = memory_mb
-        self.cpus = cpus
-        self.max_processes = max_processes
-        self.network = network
-        self.pull = pull
-        self.exec_timeout_s = exec_timeout_s
-        self.wall_clock_s = wall_clock_s
-        self.startup_timeout_s = startup_timeout_s
-        self.max_output_bytes = max_output_bytes
-        self.diff_base = diff_base
-        self.workdir = PurePosixPath(posixpath.normpath(workdir))
+        self.config = settings_for(DockerSandboxConfig, config, settings, owner="DockerSandbox")
+        if not self.config.image:
+            raise ValueError(
+                "the docker sandbox needs an image: sandbox.image is unset, so each task brings "
+                "its own (build_sandbox(config, image=...))"
+            )
         self.name = f"agent-rl-{uuid.uuid4().hex[:16]}"
         """The container's name (fixed up front, so a failed `docker run` can still be removed)."""
-        self._extra_env = dict(env or {})
-        self._docker = [docker, *(["-H", docker_host] if docker_host else [])]
+        self._docker = [docker, *(["-H", h] if (h := self.config.docker_host) else [])]
         self._extra_run_args = list(extra_run_args)
         self._run = runner
-        self._init_lifecycle()
+        self._init_lifecycle(
+            workdir=workdir, env=env, max_output_bytes=max_output_bytes, diff_base=diff_base
+        )
         self._launched = False
         self.label = f"container {self.name}"
         self.torn_down = "removed"
 
-    @classmethod
-    def from_config(cls, config: DockerSandboxConfig, **overrides: Any) -> DockerSandbox:
-        """A sandbox with the recipe's caps; `overrides` sets any other argument (e.g. the
-        task's `image` when the recipe leaves `image` unset).
-
-        Raises:
-            ValueError: Neither the recipe nor `overrides` names an image.
-        """
-        kwargs: dict[str, Any] = {
-            "memory_mb": config.memory_mb,
-            "cpus": config.cpus,
-            "network": config.network,
-            "pull": config.pull,
-            "exec_timeout_s": config.exec_timeout_s,
-            "wall_clock_s": config.wall_clock_s,
-            "startup_timeout_s": config.startup_timeout_s,
-            "docker_host": config.docker_host,
-        }
-        if config.image is not None:
-            kwargs["image"] = config.image
-        kwargs |= overrides
-        if not kwargs.get("image"):
-            raise ValueError(
-                "sandbox.image is unset, so each task brings its own image: pass it as "
-                "build_sandbox(config, image=...)"
-            )
-        return cls(**kwargs)
-
     def run_argv(self) -> list[str]:
         """The `docker run` command that creates the container."""
         caps = [
-            *([] if self.network else ["--network", "none"]),
+            *([] if self.config.network else ["--network", "none"]),
             "--memory",
-            f"{self.memory_mb}m",
+            f"{self.config.memory_mb}m",
             "--memory-swap",
-            f"{self.memory_mb}m",
+            f"{self.config.memory_mb}m",
             "--pids-limit",
-            str(self.max_processes),
+            str(self.config.max_processes),
             "--cpus",
-            f"{self.cpus:g}",
+            f"{self.config.cpus:g}",
         ]
         return [
             *self._docker,
@@ -191,12 +136,12 @@ class DockerSandbox(SandboxLifecycle):
             "--label",
             "agent-rl.sandbox=1",
             "--pull",
-            self.pull,
+            self.config.pull,
             *caps,
             *self._extra_run_args,
             "--entrypoint",
             "sleep",
-            self.image,
+            self.config.image,
             str(math.ceil(self.wall_clock_s)),
         ]
 
@@ -206,7 +151,7 @@ class DockerSandbox(SandboxLifecycle):
         created = await self._run(self.run_argv(), timeout_s=self.startup_timeout_s)
         if created.returncode != 0 or created.timed_out:
             raise SandboxError(
-                f"docker run {self.image} failed (exit {created.returncode}): "
+                f"docker run {self.config.image} failed (exit {created.returncode}): "
                 f"{_text(created.stderr)}"
             )
         await probe_workdir(self.exec, self.workdir, f"container {self.name} (its image)")

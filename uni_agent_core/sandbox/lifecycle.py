@@ -6,23 +6,76 @@ so nothing is left behind, then raises a `SandboxError` (which `SandboxPool` ret
 re-raises. `SandboxLifecycle` adds what else the backends had each written out: the closed /
 started / expired state, the wall-clock deadline (armed at start; when it passes the backend's
 resource is torn down once), `close()` (idempotent, tears down once, shielded from
-cancellation), `async with`, the usability check before every call, and `diff()`. A backend
-says only what differs: how to start, exec and copy files, whether it holds a resource, and
-how to tear it down.
+cancellation), `async with`, the usability check before every call, and `diff()`.
+
+A backend keeps its recipe section as `config` (SWE-ReX's pattern: the section's model holds
+the defaults and the checks, so no constructor re-declares them). `settings_for` makes that
+object from a section and keyword settings; `from_config` is the same constructor given a
+section. What is not the recipe's (the repository directory inside the sandbox, extra
+environment, output caps, the `diff()` base) is the sandbox's placement, set through
+`_init_lifecycle`. A backend says only what differs: how to start, exec and copy files,
+whether it holds a resource, and how to tear it down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import posixpath
 import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import PurePosixPath
+from typing import Any, Self, TypeVar
 
+from pydantic import ValidationError
+
+from uni_agent_core.config.base import ConfigModel, Conflict
 from uni_agent_core.sandbox.base import ExecResult, SandboxDeadlineError, SandboxError
-from uni_agent_core.sandbox.timed_shell import diff_script
+from uni_agent_core.sandbox.timed_shell import DEFAULT_MAX_OUTPUT_BYTES, diff_script
 
 logger = logging.getLogger(__name__)
+
+SectionT = TypeVar("SectionT", bound=ConfigModel)
+
+
+def settings_for(
+    model: type[SectionT], config: SectionT | None, settings: Mapping[str, Any], *, owner: str
+) -> SectionT:
+    """The backend's section: `config` (or the model's defaults) with `settings` applied.
+
+    The result is validated by the recipe's own model, so a constructor call and a recipe get
+    the same defaults, bounds and cross-field rules.
+
+    Raises:
+        TypeError: A setting is neither a field of the section nor an argument of `owner`.
+        ValueError: The settings do not validate (a bound, a cross-field rule).
+    """
+    unknown = sorted(set(settings) - set(model.model_fields))
+    if unknown:
+        raise TypeError(
+            f"{owner}() got unexpected argument(s) {', '.join(unknown)}; its settings are the "
+            f"fields of {model.__name__}: {', '.join(sorted(model.model_fields))}"
+        )
+    if not settings and config is not None:
+        return config
+    base = config.model_dump() if config is not None else {}
+    try:
+        return model.model_validate(base | dict(settings))
+    except ValidationError as e:
+        raise ValueError(f"{owner}: {'; '.join(_problems(e))}") from None
+
+
+def _problems(error: ValidationError) -> list[str]:
+    """`key: message` for each problem pydantic found (a cross-field `Conflict` names its keys)."""
+    problems: list[str] = []
+    for item in error.errors():
+        cause = item.get("ctx", {}).get("error")
+        if isinstance(cause, Conflict):
+            problems += [f"{key}: {message}" for key, message in cause.problems]
+        else:
+            key = ".".join(str(part) for part in item["loc"]) or "settings"
+            problems.append(f"{key}: {item['msg']}")
+    return problems
 
 
 class StartOnce:
@@ -77,22 +130,74 @@ class StartOnce:
 
 
 class SandboxLifecycle(StartOnce):
-    """Base of the sandbox backends: state, deadline, close, context management and `diff()`.
+    """Base of the sandbox backends: config, state, deadline, close, context management, `diff()`.
 
-    A subclass calls `_init_lifecycle()` in its constructor and `_arm_deadline()` first thing
-    in `_start()`, sets `label` (how errors name it, e.g. "container agent-rl-1f2e") and
-    `torn_down` (what happened at the deadline, e.g. "removed"), and implements
-    `_holds_resource()` and `_teardown()`; `_start`, `_abort_start`, `exec` and the file
-    methods stay its own.
+    A subclass sets `config` (its recipe section, via `settings_for`) and calls
+    `_init_lifecycle()` in its constructor and `_arm_deadline()` first thing in `_start()`,
+    sets `label` (how errors name it, e.g. "container agent-rl-1f2e") and `torn_down` (what
+    happened at the deadline, e.g. "removed"), and implements `_holds_resource()` and
+    `_teardown()`; `_start`, `_abort_start`, `exec` and the file methods stay its own.
+
+    The section's fields read as the sandbox's own attributes (`sandbox.memory_mb` is
+    `sandbox.config.memory_mb`).
     """
 
     label: str = "sandbox"
     torn_down: str = "closed"
-    wall_clock_s: float
+    config: ConfigModel
     workdir: PurePosixPath
+    """The repository inside the sandbox."""
+    max_output_bytes: int
+    """Bytes of stdout and of stderr kept per command."""
     diff_base: str
+    """The commit `diff()` compares the working tree with."""
 
-    def _init_lifecycle(self) -> None:
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> Self:
+        """The sandbox a recipe section describes; `overrides` sets any other argument of the
+        backend's constructor, or a field of the section (e.g. a task's `image`)."""
+        return cls(config, **overrides)
+
+    def __getattr__(self, name: str) -> Any:
+        config = self.__dict__.get("config")
+        if config is not None and name in type(config).model_fields:
+            return getattr(config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def exec_timeout_s(self) -> float:
+        """Default per-command timeout."""
+        return self.config.exec_timeout_s  # type: ignore[attr-defined]
+
+    @property
+    def wall_clock_s(self) -> float:
+        """Deadline on the whole sandbox, counted from `start()`."""
+        return self.config.wall_clock_s  # type: ignore[attr-defined]
+
+    @property
+    def startup_timeout_s(self) -> float:  # type: ignore[override]
+        """Time allowed for `start()`."""
+        return self.config.startup_timeout_s  # type: ignore[attr-defined]
+
+    def _init_lifecycle(
+        self,
+        *,
+        workdir: str,
+        env: Mapping[str, str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        diff_base: str = "HEAD",
+    ) -> None:
+        """Set the placement (see the module docstring) and the fresh, unstarted state.
+
+        Raises:
+            ValueError: `workdir` is not an absolute path.
+        """
+        if not workdir.startswith("/"):
+            raise ValueError(f"workdir must be absolute, got {workdir!r}")
+        self.workdir = PurePosixPath(posixpath.normpath(workdir))
+        self.max_output_bytes = max_output_bytes
+        self.diff_base = diff_base
+        self._extra_env = dict(env or {})
         self._start_lock = asyncio.Lock()
         self._started = False
         self._expired = False

@@ -23,17 +23,16 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, TypeVar
 
+from uni_agent_core.config.sandbox import LocalSandboxConfig
 from uni_agent_core.sandbox.base import ExecResult, SandboxError
 from uni_agent_core.sandbox.bwrap import bwrap_argv, find_bwrap
-from uni_agent_core.sandbox.lifecycle import SandboxLifecycle
+from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, settings_for
 from uni_agent_core.sandbox.limits import Limits, join_argv
 from uni_agent_core.sandbox.process import kill_group, run_process
+from uni_agent_core.sandbox.timed_shell import DEFAULT_MAX_OUTPUT_BYTES
 from uni_agent_core.sandbox.workspace_files import confine, copy_path, force_rmtree
-
-if TYPE_CHECKING:
-    from uni_agent_core.config.sandbox import LocalSandboxConfig
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +41,6 @@ T = TypeVar("T")
 MOUNT_POINT = PurePosixPath("/workspace")
 """The workspace inside a bubblewrap sandbox (also `HOME`)."""
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-DEFAULT_MAX_OUTPUT_BYTES = 10 * 1024 * 1024
 TIMEOUT_EXIT_CODE = 124
 _REMOVE_TIMEOUT_S = 120.0
 
@@ -66,94 +64,63 @@ class LocalSandbox(SandboxLifecycle):
     Use as `async with LocalSandbox(...) as sb:`; `close()` runs on every path.
     """
 
+    config: LocalSandboxConfig
+
     def __init__(
         self,
+        config: LocalSandboxConfig | None = None,
         *,
-        isolation: Literal["bubblewrap", "none"] = "bubblewrap",
-        memory_mb: int = 4096,
-        max_processes: int = 256,
-        network: bool = False,
-        exec_timeout_s: float = 120.0,
-        wall_clock_s: float = 3600.0,
-        startup_timeout_s: float = 60.0,
-        cpu_time_s: int | None = None,
         workdir: str = "/workspace/repo",
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-        use_cgroups: bool = True,
+        diff_base: str = "HEAD",
         hide_paths: Sequence[str] = (),
         root_dir: str | None = None,
+        use_cgroups: bool = True,
         bwrap_path: str | None = None,
-        diff_base: str = "HEAD",
+        **settings: Any,
     ) -> None:
         """Configures the sandbox; nothing is created until `start()`.
 
         Args:
-            isolation: `bubblewrap`, or `none` to run commands directly on the host in the
-                scratch directory (trusted tasks only; logged as a warning).
-            memory_mb: Memory cap in MiB (whole sandbox with a cgroup, else per process).
-            max_processes: Cap on processes alive at once in the sandbox.
-            network: Share the host's network; otherwise only a private loopback exists.
-            exec_timeout_s: Default per-command timeout.
-            wall_clock_s: Deadline on the whole sandbox, counted from `start()`.
-            startup_timeout_s: Time allowed for `start()`.
-            cpu_time_s: Optional CPU-seconds rlimit per process.
+            config: The recipe's local section (isolation, memory and process caps, network,
+                timeouts); None uses its defaults.
             workdir: The repository inside the sandbox, under `/workspace`.
             env: Extra environment of every command (per-call `env` overrides it).
             max_output_bytes: Bytes of stdout and of stderr kept per command.
-            use_cgroups: Use a per-sandbox cgroup for limits when one is writable.
+            diff_base: The commit `diff()` compares the working tree with.
             hide_paths: Host paths hidden inside the sandbox (e.g. task data, hidden tests).
             root_dir: Host directory that holds the sandbox's directory; None is the temp dir.
                 It is hidden inside every sandbox, so sandboxes cannot see each other.
+            use_cgroups: Use a per-sandbox cgroup for limits when one is writable.
             bwrap_path: bubblewrap binary; None looks up `bwrap` on PATH.
-            diff_base: The commit `diff()` compares the working tree with.
+            **settings: Fields of `LocalSandboxConfig` set over `config` (`isolation="none"`
+                for trusted tasks, run without bubblewrap and logged as a warning; `memory_mb=`,
+                ...).
+
+        Raises:
+            TypeError: A setting is not a field of the local section.
+            ValueError: `workdir` is not under `/workspace`, or a setting is out of bounds.
         """
         sandbox_workdir = PurePosixPath(posixpath.normpath(workdir))
         if MOUNT_POINT not in sandbox_workdir.parents and sandbox_workdir != MOUNT_POINT:
             raise ValueError(f"workdir {workdir!r} must be under {MOUNT_POINT}")
-        for name, value in (("exec_timeout_s", exec_timeout_s), ("wall_clock_s", wall_clock_s)):
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        self.isolation = isolation
-        self.memory_mb = memory_mb
-        self.max_processes = max_processes
-        self.network = network
-        self.exec_timeout_s = exec_timeout_s
-        self.wall_clock_s = wall_clock_s
-        self.startup_timeout_s = startup_timeout_s
-        self.cpu_time_s = cpu_time_s
-        self.max_output_bytes = max_output_bytes
+        self.config = settings_for(LocalSandboxConfig, config, settings, owner="LocalSandbox")
         self.use_cgroups = use_cgroups
         self.hide_paths = tuple(hide_paths)
-        self.diff_base = diff_base
-        self.workdir: PurePosixPath = sandbox_workdir
-        """The repo inside the sandbox; without isolation, its host path (known after start)."""
         self.limits: Limits | None = None
         """The limits and what enforces each; set by `start()`."""
-        self._extra_env = dict(env or {})
         self._root_dir = root_dir
         self._bwrap_path = bwrap_path
         self._mount = MOUNT_POINT
         self._root: Path | None = None
         self._bwrap = ""
         self._bash = ""
-        self._init_lifecycle()
+        self._init_lifecycle(
+            workdir=workdir, env=env, max_output_bytes=max_output_bytes, diff_base=diff_base
+        )
         self.torn_down = "stopped: all its processes were killed"
         self._processes: set[asyncio.subprocess.Process] = set()
-
-    @classmethod
-    def from_config(cls, config: LocalSandboxConfig, **overrides: Any) -> LocalSandbox:
-        """A sandbox with the recipe's limits; `overrides` sets any other constructor argument."""
-        kwargs: dict[str, Any] = {
-            "isolation": config.isolation,
-            "memory_mb": config.memory_mb,
-            "max_processes": config.max_processes,
-            "network": config.network,
-            "exec_timeout_s": config.exec_timeout_s,
-            "wall_clock_s": config.wall_clock_s,
-            "startup_timeout_s": config.startup_timeout_s,
-        }
-        return cls(**(kwargs | overrides))
 
     @property
     def label(self) -> str:  # type: ignore[override]
@@ -167,7 +134,7 @@ class LocalSandbox(SandboxLifecycle):
         return self._root
 
     async def _start(self) -> None:
-        if self.isolation == "bubblewrap":
+        if self.config.isolation == "bubblewrap":
             self._bwrap = find_bwrap(self._bwrap_path)
         else:
             _warn_unisolated_once()
@@ -180,16 +147,16 @@ class LocalSandbox(SandboxLifecycle):
         workspace = root / "workspace"
         (workspace / self.workdir.relative_to(MOUNT_POINT)).mkdir(parents=True)
         (root / "tmp").mkdir()
-        if self.isolation == "none":
+        if self.config.isolation == "none":
             self._mount = PurePosixPath(workspace)
             self.workdir = self._mount / self.workdir.relative_to(MOUNT_POINT)
 
         self.limits = Limits.create(
             f"agent-rl-{os.getpid()}-{uuid.uuid4().hex[:12]}",
             prlimit=prlimit,
-            memory_mb=self.memory_mb,
-            max_processes=self.max_processes,
-            cpu_time_s=self.cpu_time_s,
+            memory_mb=self.config.memory_mb,
+            max_processes=self.config.max_processes,
+            cpu_time_s=self.config.cpu_time_s,
             use_cgroups=self.use_cgroups,
         )
 
@@ -236,14 +203,14 @@ class LocalSandbox(SandboxLifecycle):
             "PATH": DEFAULT_PATH,
             "HOME": str(self._mount),
             "LANG": "C.UTF-8",
-            "TMPDIR": "/tmp" if self.isolation == "bubblewrap" else str(root / "tmp"),
+            "TMPDIR": "/tmp" if self.config.isolation == "bubblewrap" else str(root / "tmp"),
             **self._extra_env,
             **(env or {}),
         }
         limits = self.limits
         assert limits is not None
         command_argv = [*limits.prefix, self._bash, "-c", command]
-        if self.isolation == "bubblewrap":
+        if self.config.isolation == "bubblewrap":
             argv = bwrap_argv(
                 self._bwrap,
                 workspace_host=root / "workspace",
@@ -251,7 +218,7 @@ class LocalSandbox(SandboxLifecycle):
                 mount_point=MOUNT_POINT,
                 cwd=work,
                 env=env_all,
-                network=self.network,
+                network=self.config.network,
                 hidden=[*self.hide_paths, *self._hidden_root_dir(), *self._hidden_host_data()],
                 command=command_argv,
             )

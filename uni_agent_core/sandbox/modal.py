@@ -22,18 +22,18 @@ import asyncio
 import importlib
 import logging
 import math
-import posixpath
 import shlex
 import tarfile
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Mapping
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
+from uni_agent_core.config.sandbox import ModalSandboxConfig
 from uni_agent_core.sandbox.base import ExecResult, SandboxError
-from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir
+from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir, settings_for
 from uni_agent_core.sandbox.timed_shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
@@ -47,15 +47,10 @@ from uni_agent_core.sandbox.timed_shell import (
 )
 from uni_agent_core.sandbox.workspace_files import copy_path
 
-if TYPE_CHECKING:
-    from uni_agent_core.config.sandbox import ModalSandboxConfig
-
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MODAL_MAX_TIMEOUT_S = 24 * 3600
-"""Modal's cap on a sandbox's lifetime."""
 _EXEC_TIMED_OUT = -1
 """What Modal's `ContainerProcess.wait` returns when the exec's own timeout passed."""
 
@@ -66,82 +61,53 @@ class ModalSandbox(SandboxLifecycle):
     Needs bash and GNU coreutils (and `tar` for directory copies) in the image.
     """
 
+    config: ModalSandboxConfig
+
     def __init__(
         self,
+        config: ModalSandboxConfig | None = None,
         *,
         image: str,
-        app_name: str = "agent-rl-sandboxes",
-        cpu: float = 2.0,
-        memory_mb: int = 4096,
-        network: bool = False,
-        region: str | None = None,
-        exec_timeout_s: float = 120.0,
-        wall_clock_s: float = 3600.0,
-        startup_timeout_s: float = 60.0,
-        rpc_timeout_s: float = 60.0,
         workdir: str = "/testbed",
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         diff_base: str = "HEAD",
         modal_module: Any = None,
+        **settings: Any,
     ) -> None:
         """Configures the sandbox; nothing is contacted until `start()`.
 
         Args:
-            image: Registry image (`modal.Image.from_registry`).
-            app_name: Modal app the sandbox belongs to (created if missing).
-            cpu: CPU cores, requested and enforced as the limit.
-            memory_mb: Memory in MiB, requested and enforced as the limit.
-            network: Allow network; otherwise `block_network=True`.
-            region: Modal region; None lets Modal choose.
-            exec_timeout_s: Default per-command timeout.
-            wall_clock_s: Deadline on the whole sandbox (at most 24 h, Modal's cap).
-            startup_timeout_s: Time allowed for `start()` (app lookup, creation, probe).
-            rpc_timeout_s: Timeout of each Modal call, on top of the command's own time.
+            config: The recipe's modal section; None uses its defaults.
+            image: Registry image (`modal.Image.from_registry`), the task's.
             workdir: The repository inside the sandbox (created if missing).
             env: Extra environment of every command (per-call `env` overrides it).
             max_output_bytes: Bytes of stdout and of stderr kept per command.
             diff_base: The commit `diff()` compares the working tree with.
             modal_module: The `modal` module to use; None imports it (tests pass a fake).
+            **settings: Fields of `ModalSandboxConfig` set over `config` (`cpu=`, ...).
+
+        Raises:
+            TypeError: A setting is not a field of the modal section.
+            ValueError: `image` is empty, `workdir` is relative, or a setting is out of bounds
+                (`wall_clock_s` is at most 24 h, Modal's cap).
         """
-        for name, value in (
-            ("exec_timeout_s", exec_timeout_s),
-            ("wall_clock_s", wall_clock_s),
-            ("startup_timeout_s", startup_timeout_s),
-            ("rpc_timeout_s", rpc_timeout_s),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        if wall_clock_s > MODAL_MAX_TIMEOUT_S:
-            raise ValueError(f"wall_clock_s {wall_clock_s:g} exceeds Modal's 24 h sandbox cap")
         if not image:
             raise ValueError("image must name a registry image")
-        if not workdir.startswith("/"):
-            raise ValueError(f"workdir must be absolute, got {workdir!r}")
+        self.config = settings_for(ModalSandboxConfig, config, settings, owner="ModalSandbox")
         self.image = image
-        self.app_name = app_name
-        self.cpu = cpu
-        self.memory_mb = memory_mb
-        self.network = network
-        self.region = region
-        self.exec_timeout_s = exec_timeout_s
-        self.wall_clock_s = wall_clock_s
-        self.startup_timeout_s = startup_timeout_s
-        self.rpc_timeout_s = rpc_timeout_s
-        self.max_output_bytes = max_output_bytes
-        self.diff_base = diff_base
-        self.workdir = PurePosixPath(posixpath.normpath(workdir))
-        self._extra_env = dict(env or {})
         self._modal_module = modal_module
         self._sandbox: Any = None
-        self._init_lifecycle()
+        self._init_lifecycle(
+            workdir=workdir, env=env, max_output_bytes=max_output_bytes, diff_base=diff_base
+        )
         self.label = "modal sandbox"
         self.torn_down = "terminated"
 
     @classmethod
     def from_config(cls, config: ModalSandboxConfig, **overrides: Any) -> ModalSandbox:
-        """A sandbox with the recipe's caps; `overrides` sets any other argument and must give
-        the task's `image` (the recipe has none).
+        """A sandbox with the recipe's caps; `overrides` must give the task's `image` (the
+        recipe has none) and may set any other argument.
 
         Raises:
             ValueError: `overrides` has no image.
@@ -150,17 +116,7 @@ class ModalSandbox(SandboxLifecycle):
             raise ValueError(
                 "a modal sandbox needs the task's image: build_sandbox(config, image=...)"
             )
-        kwargs: dict[str, Any] = {
-            "app_name": config.app_name,
-            "cpu": config.cpu,
-            "memory_mb": config.memory_mb,
-            "network": config.network,
-            "region": config.region,
-            "exec_timeout_s": config.exec_timeout_s,
-            "wall_clock_s": config.wall_clock_s,
-            "startup_timeout_s": config.startup_timeout_s,
-        }
-        return cls(**(kwargs | overrides))
+        return cls(config, **overrides)
 
     @property
     def modal(self) -> Any:
@@ -173,18 +129,18 @@ class ModalSandbox(SandboxLifecycle):
         modal = self.modal
         self._arm_deadline()
         lifetime = math.ceil(self.wall_clock_s)
-        app = await modal.App.lookup.aio(self.app_name, create_if_missing=True)
+        app = await modal.App.lookup.aio(self.config.app_name, create_if_missing=True)
         self._sandbox = await modal.Sandbox.create.aio(
             "sleep",
             str(lifetime),
             app=app,
             image=modal.Image.from_registry(self.image),
             timeout=lifetime,
-            cpu=(self.cpu, self.cpu),
-            memory=(self.memory_mb, self.memory_mb),
-            block_network=not self.network,
+            cpu=(self.config.cpu, self.config.cpu),
+            memory=(self.config.memory_mb, self.config.memory_mb),
+            block_network=not self.config.network,
             workdir=str(self.workdir),
-            region=self.region,
+            region=self.config.region,
         )
         await probe_workdir(self._exec, self.workdir, "the modal sandbox (its image)")
 
@@ -248,7 +204,7 @@ class ModalSandbox(SandboxLifecycle):
         )
         began = time.monotonic()
         try:
-            async with asyncio.timeout(bound + EXEC_GRACE_S + self.rpc_timeout_s):
+            async with asyncio.timeout(bound + EXEC_GRACE_S + self.config.rpc_timeout_s):
                 process = await self._sandbox.exec.aio(
                     *argv, timeout=math.ceil(bound + EXEC_GRACE_S), text=False
                 )
@@ -260,9 +216,10 @@ class ModalSandbox(SandboxLifecycle):
             raise
         except TimeoutError as e:
             await self._kill_command(pidfile)
+            waited = bound + EXEC_GRACE_S + self.config.rpc_timeout_s
             raise SandboxError(
-                f"modal exec did not return within {bound + EXEC_GRACE_S + self.rpc_timeout_s:g}"
-                " s; the command was killed in the sandbox"
+                f"modal exec did not return within {waited:g} s; the command was killed in the "
+                "sandbox"
             ) from e
         except Exception as e:
             if self._closed or self._expired:
@@ -360,7 +317,7 @@ class ModalSandbox(SandboxLifecycle):
     async def _teardown(self) -> None:
         """Terminate the Modal sandbox (Modal ends it at its own timeout otherwise)."""
         try:
-            async with asyncio.timeout(self.rpc_timeout_s):
+            async with asyncio.timeout(self.config.rpc_timeout_s):
                 await self._sandbox.terminate.aio()
         except Exception as e:
             raise SandboxError(
@@ -375,7 +332,7 @@ class ModalSandbox(SandboxLifecycle):
             return
 
         async def kill() -> None:
-            async with asyncio.timeout(self.rpc_timeout_s):
+            async with asyncio.timeout(self.config.rpc_timeout_s):
                 process = await self._sandbox.exec.aio(*kill_group_argv(pidfile), text=False)
                 await process.wait.aio()
 
@@ -392,11 +349,11 @@ class ModalSandbox(SandboxLifecycle):
         """Awaits a filesystem call within `rpc_timeout_s`, with local exception types."""
         errors = self.modal.exception
         try:
-            async with asyncio.timeout(self.rpc_timeout_s):
+            async with asyncio.timeout(self.config.rpc_timeout_s):
                 return await call
         except TimeoutError as e:
             raise SandboxError(
-                f"modal file call on {path} took over {self.rpc_timeout_s:g} s"
+                f"modal file call on {path} took over {self.config.rpc_timeout_s:g} s"
             ) from e
         except errors.SandboxFilesystemNotFoundError as e:
             raise FileNotFoundError(f"no such file in the sandbox: {path}") from e

@@ -1,7 +1,7 @@
 """`SwerexSandbox`: the `Sandbox` contract over a SWE-ReX deployment and its runtime.
 
-`deployment` picks how the runtime is reached: `remote` (a `swerex-remote` server somebody else
-runs; the `swerex` recipe type), `local` (swe-rex's in-process runtime on this host: no
+The section's `deployment` picks how the runtime is reached: `remote` (a `swerex-remote` server
+somebody else runs, at `host`), `local` (swe-rex's in-process runtime on this host: no
 isolation, trusted tasks only), `docker` or `modal` (swe-rex starts a container with the runtime
 server in it and talks to it over HTTP).
 
@@ -39,8 +39,8 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import aiohttp
 from swerex.deployment.abstract import AbstractDeployment
@@ -55,8 +55,9 @@ from swerex.runtime.abstract import (
 )
 from swerex.runtime.local import LocalRuntime
 
+from uni_agent_core.config.sandbox import SwerexSandboxConfig
 from uni_agent_core.sandbox.base import ExecResult, SandboxError
-from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir
+from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir, settings_for
 from uni_agent_core.sandbox.timed_shell import (
     DEFAULT_MAX_OUTPUT_BYTES,
     EXEC_GRACE_S,
@@ -69,15 +70,12 @@ from uni_agent_core.sandbox.timed_shell import (
 )
 from uni_agent_core.sandbox.workspace_files import copy_path
 
-if TYPE_CHECKING:
-    from uni_agent_core.config.sandbox import SwerexSandboxConfig
-
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DeploymentKind = Literal["local", "remote", "docker", "modal"]
-"""How the swe-rex runtime is reached (see the module docstring)."""
+LOCAL_RUNTIME_HOST = "http://127.0.0.1"
+"""The `remote` runtime's host when no recipe section names one."""
 _ALIVE_POLL_S = 0.1
 _IN_PROCESS_THREADS = 64
 """Commands of in-process (`local`) swe-rex sandboxes that can run at once."""
@@ -89,152 +87,104 @@ class SwerexSandbox(SandboxLifecycle):
     Needs bash and GNU coreutils where the runtime runs.
     """
 
+    config: SwerexSandboxConfig
+
     def __init__(
         self,
+        config: SwerexSandboxConfig | None = None,
         *,
-        deployment: DeploymentKind = "remote",
-        host: str = "http://127.0.0.1",
-        port: int | None = None,
-        auth_token: str = "",
-        image: str | None = None,
-        memory_mb: int = 4096,
-        cpus: float = 2.0,
-        max_processes: int = 1024,
-        exec_timeout_s: float = 120.0,
-        wall_clock_s: float = 3600.0,
-        startup_timeout_s: float = 60.0,
-        runtime_timeout_s: float = 60.0,
+        auth_token: str | None = None,
         workdir: str = "/testbed",
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         diff_base: str = "HEAD",
         deployment_factory: Callable[[], AbstractDeployment] | None = None,
+        **settings: Any,
     ) -> None:
         """Configures the sandbox; nothing is contacted or created until `start()`.
 
         Args:
-            deployment: `remote`, `local`, `docker` or `modal`.
-            host: Runtime URL of a `remote` deployment.
-            port: Runtime port of a `remote` deployment; None uses the URL's.
-            auth_token: Token of a `remote` runtime (`X-API-Key`); empty sends none.
-            image: Image of a `docker` or `modal` deployment.
-            memory_mb: Memory cap in MiB of a `docker` or `modal` deployment.
-            cpus: CPU cap of a `docker` or `modal` deployment.
-            max_processes: Process cap of a `docker` deployment.
-            exec_timeout_s: Default per-command timeout.
-            wall_clock_s: Deadline on the whole sandbox, counted from `start()`.
-            startup_timeout_s: Time allowed for `start()`.
-            runtime_timeout_s: Timeout of each control request to the runtime, on top of the
-                command's own time for `exec`.
+            config: The recipe's swerex section; None uses its defaults with `host`
+                `http://127.0.0.1` (a runtime on this machine).
+            auth_token: Token of a `remote` runtime (`X-API-Key`); None reads the variable
+                `config.auth_token_env` names, and sends none when it names none.
             workdir: The repository where the runtime runs (created if missing).
             env: Extra environment of every command (per-call `env` overrides it).
             max_output_bytes: Bytes of stdout and of stderr kept per command.
             diff_base: The commit `diff()` compares the working tree with.
-            deployment_factory: Makes the swe-rex deployment instead of `deployment` (tests,
-                or deployments this class does not know).
+            deployment_factory: Makes the swe-rex deployment instead of `config.deployment`
+                (tests, or deployments this class does not know).
+            **settings: Fields of `SwerexSandboxConfig` set over `config` (`deployment=`,
+                `image=`, `port=`, ...).
 
         Raises:
-            ValueError: A timeout is not positive, `workdir` is relative, or a `docker`/`modal`
-                deployment has no image.
+            TypeError: A setting is not a field of the swerex section.
+            ValueError: A setting is out of bounds, `workdir` is relative, a `docker`/`modal`
+                deployment has no image, or `auth_token_env` names a variable that is not set.
         """
-        for name, value in (
-            ("exec_timeout_s", exec_timeout_s),
-            ("wall_clock_s", wall_clock_s),
-            ("startup_timeout_s", startup_timeout_s),
-            ("runtime_timeout_s", runtime_timeout_s),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        if not workdir.startswith("/"):
-            raise ValueError(f"workdir must be absolute, got {workdir!r}")
-        if deployment_factory is None and deployment in ("docker", "modal") and not image:
+        if config is None:
+            settings = {"host": LOCAL_RUNTIME_HOST} | settings
+        self.config = settings_for(SwerexSandboxConfig, config, settings, owner="SwerexSandbox")
+        deployment = self.config.deployment
+        if deployment in ("docker", "modal") and not (self.config.image or deployment_factory):
             raise ValueError(f"a swe-rex {deployment} deployment needs an image")
-        self.deployment = deployment
-        self.host = host
-        self.port = port
-        self.image = image
-        self.memory_mb = memory_mb
-        self.cpus = cpus
-        self.max_processes = max_processes
-        self.exec_timeout_s = exec_timeout_s
-        self.wall_clock_s = wall_clock_s
-        self.startup_timeout_s = startup_timeout_s
-        self.runtime_timeout_s = runtime_timeout_s
-        self.max_output_bytes = max_output_bytes
-        self.diff_base = diff_base
-        self.workdir = PurePosixPath(posixpath.normpath(workdir))
-        self._auth_token = auth_token
-        self._extra_env = dict(env or {})
+        self._auth_token = auth_token if auth_token is not None else self._token_from_env()
         self._factory = deployment_factory or self._make_deployment
         self._deployment: AbstractDeployment | None = None
         self._in_process = False
         self._last_alive_message = ""
-        self._init_lifecycle()
+        self._init_lifecycle(
+            workdir=workdir, env=env, max_output_bytes=max_output_bytes, diff_base=diff_base
+        )
         self.label = "swe-rex sandbox"
         self.torn_down = "stopped with its deployment"
 
-    @classmethod
-    def from_config(cls, config: SwerexSandboxConfig, **overrides: Any) -> SwerexSandbox:
-        """A `remote` sandbox for the recipe's runtime; `overrides` sets any other argument.
-
-        Raises:
-            ValueError: `auth_token_env` names an environment variable that is not set.
-        """
-        token = ""
-        if config.auth_token_env is not None:
-            if config.auth_token_env not in os.environ:
-                raise ValueError(
-                    f"sandbox.auth_token_env names ${config.auth_token_env}, which is not set; "
-                    "export the runtime's token there or set auth_token_env: null"
-                )
-            token = os.environ[config.auth_token_env]
-        kwargs: dict[str, Any] = {
-            "deployment": "remote",
-            "host": config.host,
-            "port": config.port,
-            "auth_token": token,
-            "exec_timeout_s": config.exec_timeout_s,
-            "wall_clock_s": config.wall_clock_s,
-            "startup_timeout_s": config.startup_timeout_s,
-            "runtime_timeout_s": config.runtime_timeout_s,
-        }
-        return cls(**(kwargs | overrides))
+    def _token_from_env(self) -> str:
+        name = self.config.auth_token_env
+        if name is None:
+            return ""
+        if name not in os.environ:
+            raise ValueError(
+                f"sandbox.auth_token_env names ${name}, which is not set; export the runtime's "
+                "token there or set auth_token_env: null"
+            )
+        return os.environ[name]
 
     def _make_deployment(self) -> AbstractDeployment:
         """The swe-rex deployment for `deployment` (imported lazily: docker/modal are heavy)."""
-        if self.deployment == "local":
+        if self.config.deployment == "local":
             from swerex.deployment.local import LocalDeployment
 
             return LocalDeployment()
-        if self.deployment == "remote":
+        if self.config.deployment == "remote":
             return _RemoteDeployment(
-                host=self.host,
-                port=self.port,
+                host=self.config.host,
+                port=self.config.port,
                 auth_token=self._auth_token,
-                timeout=self.runtime_timeout_s,
+                timeout=self.config.runtime_timeout_s,
             )
-        if self.deployment == "docker":
+        if self.config.deployment == "docker":
             from swerex.deployment.docker import DockerDeployment
 
-            caps = [f"--memory={self.memory_mb}m", f"--memory-swap={self.memory_mb}m"]
-            caps += [f"--pids-limit={self.max_processes}", f"--cpus={self.cpus:g}"]
+            caps = [f"--memory={self.config.memory_mb}m", f"--memory-swap={self.config.memory_mb}m"]
+            caps += [f"--pids-limit={self.config.max_processes}", f"--cpus={self.config.cpus:g}"]
             return DockerDeployment(
-                image=self.image, docker_args=caps, startup_timeout=self.startup_timeout_s
+                image=self.config.image, docker_args=caps, startup_timeout=self.startup_timeout_s
             )
-        if self.deployment == "modal":
+        if self.config.deployment == "modal":
             from swerex.deployment.modal import ModalDeployment
 
             return ModalDeployment(
-                image=self.image or "",
+                image=self.config.image or "",
                 startup_timeout=self.startup_timeout_s,
-                runtime_timeout=self.runtime_timeout_s,
+                runtime_timeout=self.config.runtime_timeout_s,
                 deployment_timeout=self.wall_clock_s,
                 modal_sandbox_kwargs={
-                    "cpu": (self.cpus, self.cpus),
-                    "memory": (self.memory_mb, self.memory_mb),
+                    "cpu": (self.config.cpus, self.config.cpus),
+                    "memory": (self.config.memory_mb, self.config.memory_mb),
                 },
             )
-        raise ValueError(f"unknown swe-rex deployment {self.deployment!r}")
+        raise ValueError(f"unknown swe-rex deployment {self.config.deployment!r}")
 
     async def _start(self) -> None:
         self._arm_deadline()
@@ -243,7 +193,7 @@ class SwerexSandbox(SandboxLifecycle):
         await self._deployment.start()
         runtime = self._deployment.runtime
         self._in_process = isinstance(runtime, LocalRuntime)
-        while not (alive := await runtime.is_alive(timeout=self.runtime_timeout_s)):
+        while not (alive := await runtime.is_alive(timeout=self.config.runtime_timeout_s)):
             self._last_alive_message = alive.message
             await asyncio.sleep(_ALIVE_POLL_S)
         await probe_workdir(self._exec, self.workdir, "the swe-rex runtime")
@@ -254,13 +204,13 @@ class SwerexSandbox(SandboxLifecycle):
     def _start_timeout_message(self) -> str:
         last = self._last_alive_message.strip().splitlines()
         return (
-            f"swe-rex {self.deployment} runtime did not start within "
+            f"swe-rex {self.config.deployment} runtime did not start within "
             f"{self.startup_timeout_s:g} s" + (f"; its last answer: {last[0]}" if last else "")
         )
 
     def _start_error(self, error: Exception) -> SandboxError:
         # swe-rex, docker and modal raise their own types; the pool retries SandboxError.
-        return SandboxError(f"swe-rex {self.deployment} deployment failed to start: {error}")
+        return SandboxError(f"swe-rex {self.config.deployment} deployment failed to start: {error}")
 
     async def exec(
         self,
@@ -315,14 +265,14 @@ class SwerexSandbox(SandboxLifecycle):
         response: CommandResponse | None = None
         try:
             response = await self._call(
-                runtime.execute, request, bound + EXEC_GRACE_S + self.runtime_timeout_s
+                runtime.execute, request, bound + EXEC_GRACE_S + self.config.runtime_timeout_s
             )
         except CommandTimeoutError:
             pass  # swe-rex's backstop fired; handled as a timeout below
         except TimeoutError as e:
             raise SandboxError(
                 f"the swe-rex runtime did not answer within "
-                f"{bound + EXEC_GRACE_S + self.runtime_timeout_s:g} s"
+                f"{bound + EXEC_GRACE_S + self.config.runtime_timeout_s:g} s"
             ) from e
         except Exception as e:
             raise SandboxError(f"swe-rex execute failed: {e}") from e
@@ -358,7 +308,9 @@ class SwerexSandbox(SandboxLifecycle):
             path=sandbox_path(self.workdir, path), encoding="utf-8", errors="replace"
         )
         with _transport_errors("read_file"):
-            response = await self._call(self._runtime().read_file, request, self.runtime_timeout_s)
+            response = await self._call(
+                self._runtime().read_file, request, self.config.runtime_timeout_s
+            )
         return response.content
 
     async def write_file(self, path: str, content: str) -> None:
@@ -366,7 +318,7 @@ class SwerexSandbox(SandboxLifecycle):
         self._check_usable()
         request = WriteFileRequest(path=sandbox_path(self.workdir, path), content=content)
         with _transport_errors("write_file"):
-            await self._call(self._runtime().write_file, request, self.runtime_timeout_s)
+            await self._call(self._runtime().write_file, request, self.config.runtime_timeout_s)
 
     async def upload(self, local_path: str, sandbox_path_: str) -> None:
         """Copies a host file or directory to the runtime (swe-rex `upload`; a directory is
@@ -421,16 +373,16 @@ class SwerexSandbox(SandboxLifecycle):
         assert deployment is not None
         # swe-rex's ModalDeployment.stop only terminates sandboxes that already exited.
         modal_sandbox = (
-            getattr(deployment, "_sandbox", None) if self.deployment == "modal" else None
+            getattr(deployment, "_sandbox", None) if self.config.deployment == "modal" else None
         )
         try:
-            async with asyncio.timeout(self.runtime_timeout_s):
+            async with asyncio.timeout(self.config.runtime_timeout_s):
                 await deployment.stop()
                 if modal_sandbox is not None:
                     await modal_sandbox.terminate.aio()
         except Exception as e:
             raise SandboxError(
-                f"stopping the swe-rex {self.deployment} deployment failed: {e}"
+                f"stopping the swe-rex {self.config.deployment} deployment failed: {e}"
             ) from e
 
     async def _call(

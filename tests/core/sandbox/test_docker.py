@@ -418,7 +418,7 @@ def test_deadline_removes_the_container_and_fails_every_later_call(tmp_path: Pat
     mark = marker()
 
     async def main() -> None:
-        async with make(fake, workdir=str(tmp_path), wall_clock_s=0.6) as sb:
+        async with make(fake, workdir=str(tmp_path), wall_clock_s=0.6, exec_timeout_s=0.5) as sb:
             with pytest.raises(SandboxDeadlineError):
                 await sb.exec(f"sleep {mark}", timeout=10)
             await asyncio.sleep(0.05)

@@ -255,7 +255,7 @@ def test_wall_clock_deadline_kills_everything_and_fails_every_call(tmp_path: Pat
 
     async def main() -> None:
         started = time.monotonic()  # the deadline counts from before start()'s probe
-        async with LocalSandbox(root_dir=str(tmp_path), wall_clock_s=1.5) as sb:
+        async with LocalSandbox(root_dir=str(tmp_path), wall_clock_s=1.5, exec_timeout_s=1.0) as sb:
             with pytest.raises(SandboxDeadlineError):
                 await sb.exec(f"sleep {mark} & sleep {mark}", timeout=30)
             assert 1.4 < time.monotonic() - started < 3.5

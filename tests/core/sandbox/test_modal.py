@@ -387,7 +387,7 @@ def test_deadline_terminates_and_fails_later_calls(tmp_path: Path) -> None:
     mark = marker()
 
     async def main() -> None:
-        async with make(fake, tmp_path, wall_clock_s=0.6) as sb:
+        async with make(fake, tmp_path, wall_clock_s=0.6, exec_timeout_s=0.5) as sb:
             with pytest.raises(SandboxDeadlineError):
                 await sb.exec(f"sleep {mark}", timeout=10)
             await asyncio.sleep(0.05)

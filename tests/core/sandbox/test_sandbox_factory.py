@@ -92,3 +92,29 @@ def test_bad_overrides_name_the_task_and_the_key() -> None:
         assert "task django-1" in str(info.value) and expected in str(info.value), override
     with pytest.raises(TypeError, match="task t: sandbox override must be a mapping"):
         sandbox_for_task(default, ["docker"], task_id="t")  # type: ignore[arg-type]
+
+
+def test_backends_keep_their_section_and_validate_settings_with_it() -> None:
+    section = LocalSandboxConfig(memory_mb=1024)
+    assert build_sandbox(section).config is section
+    tuned = LocalSandbox(section, isolation="none")
+    assert (tuned.config.memory_mb, tuned.config.isolation) == (1024, "none")
+    assert section.isolation == "bubblewrap"  # the recipe's section is not changed
+    assert LocalSandbox().config == LocalSandboxConfig()
+    assert DockerSandbox(image="img").config == DockerSandboxConfig(image="img")
+    assert ModalSandbox(image="img").config == ModalSandboxConfig()
+
+    with pytest.raises(ValueError, match="exec_timeout_s: 120 s exceeds wall_clock_s"):
+        LocalSandbox(wall_clock_s=60)
+    with pytest.raises(ValueError, match="DockerSandbox: memory_mb"):
+        DockerSandbox(image="img", memory_mb=1)
+    with pytest.raises(TypeError, match="unexpected argument.*memory_mbb"):
+        LocalSandbox(memory_mbb=1)
+
+    swerex = SwerexSandboxConfig(host="http://rt", deployment="docker", memory_mb=2048)
+    with pytest.raises(ValueError, match="needs an image"):
+        build_sandbox(swerex)
+    task_image = build_sandbox(swerex, image="task:3")
+    assert isinstance(task_image, SwerexSandbox)
+    assert (task_image.config.deployment, task_image.config.image) == ("docker", "task:3")
+    assert task_image.config.memory_mb == 2048

@@ -129,7 +129,10 @@ def test_local_deadline_fails_the_command_and_every_later_call(tmp_path: Path) -
     mark = marker()
 
     async def main() -> None:
-        async with SwerexSandbox(deployment="local", workdir=str(tmp_path), wall_clock_s=0.8) as sb:
+        sb = SwerexSandbox(
+            deployment="local", workdir=str(tmp_path), wall_clock_s=0.8, exec_timeout_s=0.5
+        )
+        async with sb:
             with pytest.raises(SandboxDeadlineError):
                 await sb.exec(f"sleep {mark}", timeout=30)
             assert host_sleeps(mark) == 0
