@@ -22,6 +22,11 @@
    `--check-episodes` episodes (one group) with the optimizer step held back, and the relative
    difference of their gradients.
 
+Also printed: the batch's FLOP model (`flop_ceiling`): multiply-accumulates of the reference
+path and the least the fast path can do with exact gradients (every row's suffix, each shared
+prefix once, the head at loss positions; backward = 2x forward), whose ratio bounds the
+tokens/s speed-up that exact levers can reach on this batch. `--ceiling-only` prints it and stops.
+
 Printed: per path, trained tokens/s (sampled tokens the loss covers / step seconds), step
 seconds (the whole `train_step`: batch, forwards, backwards, clipping, AdamW), peak RSS during
 its steps (VmHWM reset before each), and the fast/reference ratios against the issue's targets:
@@ -94,6 +99,57 @@ def episodes(args: argparse.Namespace, recipe) -> list:
     return alternated
 
 
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    length = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        length += 1
+    return length
+
+
+def flop_ceiling(results: list, config) -> dict:
+    """Multiply-accumulates of one step on each path, from the model's shapes.
+
+    Reference: a no-grad forward for the old logprobs, then forward + backward (2x) of every
+    row in full, the LM head at every position. Fast path's floor: the step's shared prefix
+    once, each group's own prefix once, every row's suffix, the head at loss positions only,
+    forward + backward. Counted: the linear layers, the attention scores and values (causal),
+    the head; not the norms, activations, softmax or optimizer.
+    """
+    hidden, layers = config.hidden_size, config.num_hidden_layers
+    kv = config.num_key_value_heads * (hidden // config.num_attention_heads)
+    body = layers * (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * config.intermediate_size)
+    head = hidden * config.vocab_size
+
+    def attention(first: int, last: int) -> int:  # queries at positions first..last-1
+        return layers * 2 * hidden * (last * (last + 1) - first * (first + 1)) // 2
+
+    groups: dict[str, list[tuple[list[int], int]]] = {}
+    for result in results:
+        for t in result.trajectories:
+            if not result.abnormal and t.trainable_tokens:
+                ids = [*t.prompt_ids, *t.response_ids]
+                groups.setdefault(result.group_key, []).append((ids, t.trainable_tokens))
+    rows = [row for members in groups.values() for row in members]
+    step = min(_common_prefix(rows[0][0], ids) for ids, _ in rows)
+    fast = 3 * (step * body + attention(0, step))
+    reference = 0
+    for members in groups.values():
+        shared = min(_common_prefix(members[0][0], ids) for ids, _ in members)
+        fast += 3 * ((shared - step) * body + attention(step, shared))
+        for ids, loss_tokens in members:
+            reference += 4 * (len(ids) * (body + head) + attention(0, len(ids)))
+            fast += 3 * (
+                (len(ids) - shared) * body + attention(shared, len(ids)) + loss_tokens * head
+            )
+    return {
+        "reference_tmac": reference / 1e12,
+        "fast_floor_tmac": fast / 1e12,
+        "ceiling": reference / fast,
+    }
+
+
 def make_trainer(model, recipe, pad: int, *, shared_prefix: bool):
     from uni_agent_core.rl.trainer import EmbeddedTrainer
 
@@ -154,6 +210,9 @@ def main() -> None:
     parser.add_argument("--no-check", action="store_true", help="skip the gradient comparison")
     parser.add_argument("--check-episodes", type=int, default=4)
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--ceiling-only", action="store_true", help="print the batch's FLOP model and stop"
+    )
     args = parser.parse_args()
 
     from uni_agent_core.models import load_policy
@@ -174,6 +233,14 @@ def main() -> None:
         f"(rows {min(lengths)}-{max(lengths)}), {sum(t.trainable_tokens for t in rows)} sampled; "
         f"micro_batch_tokens {recipe.trainer.backend.micro_batch_tokens}"
     )
+    flops = flop_ceiling(results, model.config)
+    print(
+        f"FLOP model: reference {flops['reference_tmac']:.2f} TMAC, the fast path's exact floor "
+        f"{flops['fast_floor_tmac']:.2f} TMAC: exact levers reach at most {flops['ceiling']:.2f}x",
+        flush=True,
+    )
+    if args.ceiling_only:
+        return
     paths = {"reference": False, "fast": True}
     runs: dict[str, list[dict]] = {name: [] for name in paths}
     for repeat in range(args.repeats):
@@ -185,7 +252,7 @@ def main() -> None:
                 f"peak RSS {run['peak_rss_gib']:.2f} GiB  micro-batches {run['micro_batches']:.0f}",
                 flush=True,
             )
-    summary = {}
+    summary: dict = {"flops": flops}
     for name, values in runs.items():
         seconds = statistics.median(r["seconds"] for r in values)
         summary[name] = {
@@ -225,7 +292,10 @@ def main() -> None:
             f"gradients on {args.check_episodes} episodes: |fast - reference| / |reference| = "
             f"{summary['gradient_relative_difference']:.2e}"
         )
-    print(f"target trained tokens/s >= 3x: {speedup:.2f}x -> {'met' if speedup >= 3 else 'MISSED'}")
+    print(
+        f"target trained tokens/s >= 3x: {speedup:.2f}x -> {'met' if speedup >= 3 else 'MISSED'} "
+        f"(this batch's exact FLOP ceiling: {flops['ceiling']:.2f}x)"
+    )
     print(
         f"target step seconds >= 2x lower: {step_ratio:.2f}x lower -> "
         f"{'met' if step_ratio >= 2 else 'MISSED'}"
