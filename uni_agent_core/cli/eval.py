@@ -19,7 +19,7 @@ def evaluate_command(
     out: str | None,
     max_tasks: int | None,
     data: str | None,
-    concurrency: int,
+    concurrency: int | None,
     run_dir: str | None,
     track: bool = True,
 ) -> int:

@@ -456,7 +456,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--oracle", action="store_true", help="score the gold patches")
     evaluate.add_argument("--max-tasks", type=int, default=None)
     evaluate.add_argument("--data", help="rows of a dataset suite (file or cached dataset id)")
-    evaluate.add_argument("--concurrency", type=int, default=4, help="samples at once")
+    evaluate.add_argument(
+        "--concurrency", type=int, default=None, help="samples at once (default: eval.concurrency)"
+    )
     evaluate.add_argument("--run-dir", help="the run directory (default runs/<recipe name>)")
     evaluate.add_argument("--out", help="evaluation directory (reruns resume in it)")
     evaluate.add_argument("--no-track", action="store_true", help="do not log to MLflow")

@@ -34,6 +34,9 @@ class EvalConfig(ConfigModel):
     """Evaluate every n-th checkpoint (the final one always)."""
     max_tasks: int | None = Field(default=None, ge=1)
     """Evaluate on at most this many tasks (a fixed, seeded subset); None uses all."""
+    concurrency: int = Field(default=4, ge=1)
+    """Samples evaluated at once (each holds a sandbox and a gateway session); a value up to
+    the engine's `max_batch_size` keeps its decode batch full."""
     levels: list[MicroSweLevel] = Field(
         default_factory=lambda: ["L0", "L1", "L2", "L3"], min_length=1
     )

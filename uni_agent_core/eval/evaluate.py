@@ -63,11 +63,12 @@ def run_evaluation(
     out: str | None = None,
     max_tasks: int | None = None,
     data: str | None = None,
-    concurrency: int = 4,
+    concurrency: int | None = None,
     run_dir: str | Path | None = None,
 ) -> EvaluationRun:
     """Resolve the suite and checkpoint and run (or resume) the evaluation in its directory
-    (`<run dir>/eval/<suite>-<checkpoint>` unless `out` names one)."""
+    (`<run dir>/eval/<suite>-<checkpoint>` unless `out` names one), `concurrency` samples at
+    once (None: the recipe's `eval.concurrency`)."""
     root = Path(run_dir) if run_dir else default_run_dir(recipe)
     source = None if oracle else resolve_checkpoint(recipe, checkpoint, root)
     tasks = resolve_suite(suite, recipe, max_tasks=max_tasks, data=data)
@@ -83,7 +84,7 @@ def run_evaluation(
         out_dir=target,
         checkpoint=source,
         oracle=oracle,
-        concurrency=concurrency,
+        concurrency=concurrency or recipe.eval.concurrency,
     )
     summary = asyncio.run(evaluation.run_async())
     return EvaluationRun(summary, target, source, label, slug, evaluation.spec, len(tasks))
