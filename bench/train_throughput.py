@@ -99,24 +99,19 @@ def episodes(args: argparse.Namespace, recipe) -> list:
     return alternated
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    length = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        length += 1
-    return length
-
-
 def flop_ceiling(results: list, config) -> dict:
     """Multiply-accumulates of one step on each path, from the model's shapes.
 
     Reference: a no-grad forward for the old logprobs, then forward + backward (2x) of every
     row in full, the LM head at every position. Fast path's floor: the step's shared prefix
-    once, each group's own prefix once, every row's suffix, the head at loss positions only,
+    once, each group's own prefix once (both as the trainer finds them,
+    `prefix_forward.rows_prefix_length`), every row's suffix, the head at loss positions only,
     forward + backward. Counted: the linear layers, the attention scores and values (causal),
     the head; not the norms, activations, softmax or optimizer.
     """
+    from uni_agent_core.rl.batch import trajectories_to_batch
+    from uni_agent_core.rl.prefix_forward import rows_prefix_length
+
     hidden, layers = config.hidden_size, config.num_hidden_layers
     kv = config.num_key_value_heads * (hidden // config.num_attention_heads)
     body = layers * (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * config.intermediate_size)
@@ -125,23 +120,26 @@ def flop_ceiling(results: list, config) -> dict:
     def attention(first: int, last: int) -> int:  # queries at positions first..last-1
         return layers * 2 * hidden * (last * (last + 1) - first * (first + 1)) // 2
 
-    groups: dict[str, list[tuple[list[int], int]]] = {}
+    rows, groups = [], {}
     for result in results:
         for t in result.trajectories:
             if not result.abnormal and t.trainable_tokens:
-                ids = [*t.prompt_ids, *t.response_ids]
-                groups.setdefault(result.group_key, []).append((ids, t.trainable_tokens))
-    rows = [row for members in groups.values() for row in members]
-    step = min(_common_prefix(rows[0][0], ids) for ids, _ in rows)
+                groups.setdefault(result.group_key, []).append(len(rows))
+                rows.append(t)
+    batch = trajectories_to_batch(rows, pad_token_id=0)
+    lengths = batch.attention_mask_B_T.sum(dim=1).tolist()
+    loss_tokens = batch.loss_mask_B_T.sum(dim=1).tolist()
+    step = rows_prefix_length(batch, range(batch.size))
     fast = 3 * (step * body + attention(0, step))
     reference = 0
     for members in groups.values():
-        shared = min(_common_prefix(members[0][0], ids) for ids, _ in members)
+        shared = rows_prefix_length(batch, members)
         fast += 3 * ((shared - step) * body + attention(step, shared))
-        for ids, loss_tokens in members:
-            reference += 4 * (len(ids) * (body + head) + attention(0, len(ids)))
+        for row in members:
+            length = int(lengths[row])
+            reference += 4 * (length * (body + head) + attention(0, length))
             fast += 3 * (
-                (len(ids) - shared) * body + attention(shared, len(ids)) + loss_tokens * head
+                (length - shared) * body + attention(shared, length) + int(loss_tokens[row]) * head
             )
     return {
         "reference_tmac": reference / 1e12,
