@@ -84,7 +84,7 @@ def run_evaluation(
         out_dir=target,
         checkpoint=source,
         oracle=oracle,
-        concurrency=concurrency or recipe.eval.concurrency,
+        concurrency=concurrency,
     )
     summary = asyncio.run(evaluation.run_async())
     return EvaluationRun(summary, target, source, label, slug, evaluation.spec, len(tasks))

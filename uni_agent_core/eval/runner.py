@@ -71,7 +71,7 @@ class Evaluation:
         out_dir: Path,
         checkpoint: Checkpoint | None = None,
         oracle: bool = False,
-        concurrency: int = 4,
+        concurrency: int | None = None,
         err: Any = None,
     ) -> None:
         if k < 1:
@@ -85,7 +85,8 @@ class Evaluation:
         self.out_dir = out_dir
         self.checkpoint = checkpoint
         self.oracle = oracle
-        self.concurrency = concurrency
+        self.concurrency = recipe.eval.concurrency if concurrency is None else concurrency
+        """Samples at once: `concurrency`, or the recipe's `eval.concurrency` when None."""
         self.err = err or sys.stderr
         self.version = int(checkpoint.state.get("version", 0)) if checkpoint else 0
         self.spec = {

@@ -132,6 +132,15 @@ def test_eval_temperature_overrides_the_sampling_temperature_and_is_part_of_the_
     assert (greedy.spec["temperature"], sampled.spec["temperature"]) == (0.0, 1.0)
 
 
+def test_concurrency_is_the_recipes_unless_the_caller_names_one(tmp_path) -> None:
+    recipe = _recipe()
+    recipe.eval.concurrency = 7
+    tasks = resolve_suite("micro-swe:test", recipe, max_tasks=1)
+    default = Evaluation(recipe, tasks, suite="micro-swe:test", k=1, out_dir=tmp_path)
+    named = Evaluation(recipe, tasks, suite="micro-swe:test", k=1, out_dir=tmp_path, concurrency=2)
+    assert (default.concurrency, named.concurrency) == (7, 2)
+
+
 def test_killed_cli_evaluation_resumes_to_the_same_summary(tmp_path) -> None:
     command = [
         sys.executable,
