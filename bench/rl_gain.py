@@ -121,6 +121,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from uni_agent_core.envs.micro_swe.generator import generate, write_dataset
+    from uni_agent_core.envs.micro_swe.keys import dataset_key
     from uni_agent_core.envs.sources import load_tasks
     from uni_agent_core.eval.metrics import paired_bootstrap_delta
     from uni_agent_core.host_memory import release_host_memory
@@ -132,7 +133,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     suite = work / "heldout"
     if not suite.exists():
-        write_dataset(generate(args.eval_tasks, args.seed, levels, "heldout"), suite)
+        key = dataset_key(suite)
+        heldout = generate(args.eval_tasks, args.seed, levels, "heldout", key=key)
+        write_dataset(heldout, suite, key=key)
     base = load(
         [
             f"tasks.n={args.train_tasks}",

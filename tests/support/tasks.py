@@ -22,7 +22,11 @@ def sandbox_factory() -> SandboxFactory:
     return task_sandbox_factory(sandbox_config())
 
 
+TEST_KEY = "agent-rl-tests-" + "0" * 32
+"""The micro-swe key of test datasets (tests need not hide their answers)."""
+
+
 def micro_swe_tasks(root: Path, n: int = 4, seed: int = 0, split: str = "train") -> list[TaskSpec]:
     """`n` generated tasks (levels L0..L3 in turn), written under `root` and loaded back."""
-    write_dataset(generate(n, seed, split=split), root)
+    write_dataset(generate(n, seed, split=split, key=TEST_KEY), root, key=TEST_KEY)
     return load_task_file(root)

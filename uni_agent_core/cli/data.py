@@ -16,6 +16,7 @@ from typing import TextIO
 
 from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
 from uni_agent_core.envs.micro_swe.generator import Split, generate, write_dataset
+from uni_agent_core.envs.micro_swe.keys import DatasetKeyError, dataset_key, read_key
 from uni_agent_core.envs.parallel import map_bounded
 from uni_agent_core.envs.sources import TaskSourceError, load_task_file
 from uni_agent_core.envs.validation import TaskValidation, validate_tasks, write_report
@@ -33,12 +34,20 @@ def generate_micro_swe(
     levels: Sequence[str],
     split: Split,
     *,
+    key_file: str | None = None,
     stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
 ) -> int:
-    stdout = stdout or sys.stdout
+    """`agent-rl data generate micro-swe`: writes the dataset, keyed (see `micro_swe/keys.py`)."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     started = time.perf_counter()
-    tasks = generate(n, seed, levels, split)
-    path = write_dataset(tasks, out)
+    try:
+        key = read_key(key_file) if key_file else dataset_key(out)
+    except DatasetKeyError as error:
+        print(f"error: {error}", file=stderr)
+        return INPUT_ERROR
+    tasks = generate(n, seed, levels, split, key=key)
+    path = write_dataset(tasks, out, key=key)
     counts: dict[str, int] = {}
     for generated in tasks:
         level = generated.task.difficulty or "?"

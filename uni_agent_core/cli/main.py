@@ -123,7 +123,9 @@ def _cmd_data_generate(args: argparse.Namespace) -> int:
     from uni_agent_core.cli.data import generate_micro_swe
 
     levels = [level.strip() for level in args.levels.split(",") if level.strip()]
-    return generate_micro_swe(args.n, args.seed, args.out, levels, args.split)
+    return generate_micro_swe(
+        args.n, args.seed, args.out, levels, args.split, key_file=args.key_file
+    )
 
 
 def _cmd_data_validate(args: argparse.Namespace) -> int:
@@ -331,6 +333,12 @@ def _add_data_parser(sub: argparse._SubParsersAction) -> None:
         choices=["train", "heldout"],
         default="train",
         help="heldout draws only bugs that never occur in train",
+    )
+    micro.add_argument(
+        "--key-file",
+        default=None,
+        help="the dataset's secret key (default: the one in --out, else this host's); copy a "
+        "dataset's dataset.key to regenerate it on another host",
     )
     micro.set_defaults(func=_cmd_data_generate)
     for name, helptext, func in (

@@ -68,6 +68,21 @@ class LocalSandboxConfig(_ResourceCaps):
     """Cap on processes the agent's commands may create (fork bombs end the rollout)."""
     cpu_time_s: int | None = Field(default=None, ge=1)
     """CPU-seconds rlimit of each process; None sets none (the wall-clock limits still hold)."""
+    read_only_paths: list[str] = Field(default_factory=list)
+    """Host directories bound read-only into a bubblewrap sandbox besides the system's runtime
+    (`/usr`, `/bin`, `/lib*`, a minimal `/etc`): a task interpreter installed elsewhere and its
+    packages, e.g. `/opt/conda/envs/task`. Nothing else of the host is visible; name no
+    directory that holds task data or an agent-rl install."""
+
+    @model_validator(mode="after")
+    def _check_read_only_paths(self) -> LocalSandboxConfig:
+        problems = [
+            ("read_only_paths", f"{path!r} is not an absolute path other than /")
+            for path in self.read_only_paths
+            if not path.startswith("/") or path.rstrip("/") == ""
+        ]
+        raise_conflicts(problems)
+        return self
 
 
 class SwerexSandboxConfig(_SandboxLimits):

@@ -3,10 +3,12 @@
 Scans the shell commands of a trajectory (from its tool calls) for answer mining: walking every
 ref (`git log --all`), opening commits by hash (`git show <sha>`), the reflog or unreachable
 objects, fetching or cloning the upstream, and downloading from code hosts (`curl`/`wget` or
-any URL of github.com, gitlab.com, ...). Git hygiene already removes newer history from the
-agent's sandbox; the auditor makes the attempt itself visible, counts it, and — when the recipe
-says `leak_audit: zero` — takes the reward away. Ordinary git use (`git diff`, `git status`,
-`git log -5`, `git show HEAD`) is not flagged.
+any URL of github.com, gitlab.com, ...), running a task generator (`agent-rl data generate`,
+agent-rl's Python package), and reading task data (`tasks.jsonl`, a dataset's `dataset.key`,
+the agent-rl cache). Git hygiene removes newer history from the agent's sandbox and the
+sandbox shows no task data or agent-rl install; the auditor makes the attempt itself visible,
+counts it, and — when the recipe says `leak_audit: zero` — takes the reward away. Ordinary git
+use (`git diff`, `git status`, `git log -5`, `git show HEAD`) is not flagged.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class LeakKind(StrEnum):
     UNREACHABLE_OBJECTS = "unreachable_objects"
     FETCH_UPSTREAM = "fetch_upstream"
     CODE_HOST_DOWNLOAD = "code_host_download"
+    TASK_GENERATOR = "task_generator"
+    DATASET_READ = "dataset_read"
 
 
 class LeakFinding(BaseModel):
@@ -70,6 +74,14 @@ _HOSTS = "|".join(re.escape(host) for host in CODE_HOSTS)
 _CODE_HOST_URL = re.compile(
     r"(?:(?:https?|ftp|git|ssh)://(?:[^\s/'\"]*\.)?(?:" + _HOSTS + r")\b|git@(?:" + _HOSTS + r"):)"
 )
+_TASK_GENERATOR = re.compile(
+    r"\bagent-rl\b.*\bdata\s+generate\b|\buni_agent_core\b|\bmicro_swe\.generator\b"
+)
+"""agent-rl's task generator, by its command or by its Python package."""
+_DATASET_FILES = re.compile(
+    r"\btasks\.jsonl\b|\bdataset\.key\b|micro-swe\.key\b|\.cache/agent-rl\b|AGENT_RL_CACHE"
+)
+"""Files and places that hold task rows, dataset keys or hidden tests."""
 _NON_FETCHING_PROGRAMS = {"echo", "printf", "git"}
 """A URL printed or in a git message fetches nothing; git's own fetching is FETCH_UPSTREAM."""
 _SEPARATORS = re.compile(r"\|\||&&|[;|\n&]|\$\(|`")
@@ -138,6 +150,10 @@ def audit_command(command: str) -> list[LeakFinding]:
         program = tokens[0].rsplit("/", 1)[-1] if tokens else ""
         if _CODE_HOST_URL.search(part) and program not in _NON_FETCHING_PROGRAMS:
             kinds.append(LeakKind.CODE_HOST_DOWNLOAD)
+        if _TASK_GENERATOR.search(part):
+            kinds.append(LeakKind.TASK_GENERATOR)
+        if _DATASET_FILES.search(part):
+            kinds.append(LeakKind.DATASET_READ)
         findings += [LeakFinding(kind=kind, command=part) for kind in dict.fromkeys(kinds)]
     return findings
 

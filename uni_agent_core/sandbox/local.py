@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from uni_agent_core.config.sandbox import LocalSandboxConfig
 from uni_agent_core.sandbox.base import ExecResult, SandboxError
-from uni_agent_core.sandbox.bwrap import bwrap_argv, find_bwrap
+from uni_agent_core.sandbox.bwrap import bwrap_argv, bwrap_options, find_bwrap, options_file
 from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, settings_for
 from uni_agent_core.sandbox.limits import Limits, join_argv
 from uni_agent_core.sandbox.process import kill_group, run_process
@@ -43,6 +43,9 @@ MOUNT_POINT = PurePosixPath("/workspace")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TIMEOUT_EXIT_CODE = 124
 _REMOVE_TIMEOUT_S = 120.0
+SANDBOX_DIR_PREFIX = "agent-rl-sandbox-"
+"""A sandbox's host directory is `<prefix><owner pid>-<random>`: a later run can tell from the
+pid whether its owner is dead and sweep it."""
 
 
 _warned_unisolated = False
@@ -142,7 +145,9 @@ class LocalSandbox(SandboxLifecycle):
         if prlimit is None or bash is None:
             raise SandboxError("the local sandbox needs `prlimit` (util-linux) and `bash`")
         self._bash = bash
-        root = Path(tempfile.mkdtemp(prefix="agent-rl-sandbox-", dir=self._root_dir))
+        root = Path(
+            tempfile.mkdtemp(prefix=f"{SANDBOX_DIR_PREFIX}{os.getpid()}-", dir=self._root_dir)
+        )
         self._root = root
         workspace = root / "workspace"
         (workspace / self.workdir.relative_to(MOUNT_POINT)).mkdir(parents=True)
@@ -210,32 +215,40 @@ class LocalSandbox(SandboxLifecycle):
         limits = self.limits
         assert limits is not None
         command_argv = [*limits.prefix, self._bash, "-c", command]
+        options_fd: int | None = None
         if self.config.isolation == "bubblewrap":
-            argv = bwrap_argv(
-                self._bwrap,
-                workspace_host=root / "workspace",
-                tmp_host=root / "tmp",
-                mount_point=MOUNT_POINT,
-                cwd=work,
-                env=env_all,
-                network=self.config.network,
-                hidden=[*self.hide_paths, *self._hidden_root_dir(), *self._hidden_host_data()],
-                command=command_argv,
+            options_fd = options_file(
+                bwrap_options(
+                    workspace_host=root / "workspace",
+                    tmp_host=root / "tmp",
+                    mount_point=MOUNT_POINT,
+                    cwd=work,
+                    env=env_all,
+                    network=self.config.network,
+                    read_only_paths=self.config.read_only_paths,
+                    hidden=[*self.hide_paths, *self._hidden_root_dir(), *self._hidden_host_data()],
+                )
             )
+            argv = bwrap_argv(self._bwrap, options_fd=options_fd, command=command_argv)
             host_cwd, process_env = root, {"PATH": os.environ.get("PATH", DEFAULT_PATH)}
         else:
             argv, host_cwd, process_env = command_argv, Path(work), env_all
         if limits.cgroup is not None:
             argv = join_argv(limits.cgroup.procs_files(), argv)
-        finished = await run_process(
-            argv,
-            env=process_env,
-            cwd=host_cwd,
-            timeout_s=min(limit, remaining),
-            max_output_bytes=self.max_output_bytes,
-            on_start=self._processes.add,
-            on_end=self._processes.discard,
-        )
+        try:
+            finished = await run_process(
+                argv,
+                env=process_env,
+                cwd=host_cwd,
+                timeout_s=min(limit, remaining),
+                max_output_bytes=self.max_output_bytes,
+                on_start=self._processes.add,
+                on_end=self._processes.discard,
+                pass_fds=() if options_fd is None else (options_fd,),
+            )
+        finally:
+            if options_fd is not None:
+                os.close(options_fd)
         if self._closed:
             raise SandboxError("the sandbox was closed while the command ran")
         if self._expired or (finished.timed_out and remaining <= limit):
@@ -316,7 +329,9 @@ class LocalSandbox(SandboxLifecycle):
 
     def _hidden_host_data(self) -> list[str]:
         """Host places that hold task data an agent must not read: the agent-rl cache (built
-        tasks, datasets, hidden tests) and the directory the run was started from."""
+        tasks, datasets and their keys, hidden tests) and the directory the run was started
+        from. The allow-list leaves them out already; they are covered too should a
+        `read_only_paths` entry contain them."""
         from uni_agent_core.models.registry import cache_root
 
         candidates = [cache_root(), Path.cwd()]
@@ -328,7 +343,7 @@ class LocalSandbox(SandboxLifecycle):
         ]
 
     def _hidden_root_dir(self) -> list[str]:
-        """The directory holding every sandbox on this host, unless `/tmp` already covers it."""
+        """The directory holding every sandbox on this host, should a bound path contain it."""
         parent = self.host_dir.parent
         return [] if parent == Path("/tmp") or Path("/tmp") in parent.parents else [str(parent)]
 

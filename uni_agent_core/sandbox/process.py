@@ -50,6 +50,7 @@ async def run_process(
     max_output_bytes: int,
     on_start: Callable[[asyncio.subprocess.Process], None],
     on_end: Callable[[asyncio.subprocess.Process], None],
+    pass_fds: Sequence[int] = (),
 ) -> Finished:
     """Runs `argv` and kills its process group when it exits, times out or is cancelled.
 
@@ -61,6 +62,7 @@ async def run_process(
         max_output_bytes: Bytes kept per stream; more is dropped and the text says how much.
         on_start: Called with the process once it exists (so a deadline can kill it).
         on_end: Called with the process once it is dead and reaped.
+        pass_fds: File descriptors the process inherits (bwrap's options).
 
     Raises:
         SandboxError: The killed process was not reaped within a few seconds.
@@ -73,6 +75,7 @@ async def run_process(
         env=dict(env),
         cwd=cwd,
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
     on_start(process)
     assert process.stdout is not None and process.stderr is not None

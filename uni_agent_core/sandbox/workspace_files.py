@@ -3,7 +3,7 @@
 The local sandbox reads and writes its workspace directly on the host, so every sandbox path is
 confined first: `..`, absolute paths outside the workspace and symlinks that lead out of it are
 refused with `PermissionError` (a symlink inside the sandbox could otherwise make the host read
-or overwrite any host file).
+or overwrite any host file), and copies never follow a link inside the tree they copy into.
 """
 
 from __future__ import annotations
@@ -39,12 +39,43 @@ def confine(path: str, *, workdir: PurePosixPath, mount: PurePosixPath, host: Pa
 
 
 def copy_path(source: Path, target: Path) -> None:
-    """Copies a file, or a directory into `target` (symlinks are copied as links, not followed)."""
-    if source.is_dir():
-        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+    """Copies a file, or a directory into `target`, never following a link on either side.
+
+    Links in `source` are copied as links. A link already in `target` (one an agent made, to a
+    host path say) is replaced by what is copied, not written through, and so is an entry of
+    the other kind (a file where a directory is copied, or the reverse).
+    """
+    if source.is_dir() and not source.is_symlink():
+        _copy_tree(source, target)
     else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
+        _copy_entry(source, target)
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    _clear_unless_directory(target)
+    target.mkdir(parents=True, exist_ok=True)
+    with os.scandir(source) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                _copy_tree(Path(entry.path), target / entry.name)
+            else:
+                _copy_entry(Path(entry.path), target / entry.name)
+    shutil.copystat(source, target, follow_symlinks=False)
+
+
+def _copy_entry(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.exists():
+        force_rmtree(target)
+    shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _clear_unless_directory(path: Path) -> None:
+    """Removes `path` unless it is a real directory (a link to one counts as a link)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
 
 
 def force_rmtree(path: Path) -> None:

@@ -3,6 +3,8 @@
 import json
 import subprocess
 
+from support.tasks import TEST_KEY
+
 from uni_agent_core.envs.micro_swe.catalog import TEMPLATES
 from uni_agent_core.envs.micro_swe.generator import (
     COMMIT_SCRIPT,
@@ -17,22 +19,22 @@ from uni_agent_core.types import TaskSpec
 
 
 def test_same_seed_same_tasks_and_different_seed_different_tasks() -> None:
-    first = [g.task for g in generate(6, seed=3)]
-    again = [g.task for g in generate(6, seed=3)]
-    other = [g.task for g in generate(6, seed=4)]
+    first = [g.task for g in generate(6, seed=3, key=TEST_KEY)]
+    again = [g.task for g in generate(6, seed=3, key=TEST_KEY)]
+    other = [g.task for g in generate(6, seed=4, key=TEST_KEY)]
     assert first == again
     assert [t.patch for t in first] != [t.patch for t in other]
 
 
 def test_levels_are_taken_in_turn() -> None:
-    tasks = [g.task for g in generate(8, seed=0)]
+    tasks = [g.task for g in generate(8, seed=0, key=TEST_KEY)]
     assert [t.difficulty for t in tasks] == ["L0", "L1", "L2", "L3"] * 2
-    only = [g.task.difficulty for g in generate(3, seed=0, levels=["L2"])]
+    only = [g.task.difficulty for g in generate(3, seed=0, levels=["L2"], key=TEST_KEY)]
     assert only == ["L2", "L2", "L2"]
 
 
 def test_rows_follow_the_swe_bench_schema() -> None:
-    task = generate(1, seed=0)[0].task
+    task = generate(1, seed=0, key=TEST_KEY)[0].task
     row = json.loads(json.dumps(task.model_dump(mode="json")))
     for field in (
         "instance_id",
@@ -54,7 +56,7 @@ def test_rows_follow_the_swe_bench_schema() -> None:
 
 
 def test_statements_by_level() -> None:
-    l0, l1, l2, l3 = (g.task for g in generate(4, seed=5))
+    l0, l1, l2, l3 = (g.task for g in generate(4, seed=5, key=TEST_KEY))
     bug_file = patched_files(l0.patch)[0]
     assert f"`{bug_file}`, line " in l0.problem_statement
     function = l1.FAIL_TO_PASS[0].split("_issue_")[0].removeprefix("test_")
@@ -64,8 +66,8 @@ def test_statements_by_level() -> None:
 
 
 def test_splits_share_no_bug() -> None:
-    train = [g.task for g in generate(60, seed=0, split="train")]
-    heldout = [g.task for g in generate(60, seed=0, split="heldout")]
+    train = [g.task for g in generate(60, seed=0, split="train", key=TEST_KEY)]
+    heldout = [g.task for g in generate(60, seed=0, split="heldout", key=TEST_KEY)]
     assert {t.patch for t in train}.isdisjoint({t.patch for t in heldout})
     assert {t.instance_id for t in train}.isdisjoint({t.instance_id for t in heldout})
     signatures = {(t.key, m.name, n) for t in TEMPLATES for m in t.mutations for n in t.names}
@@ -81,7 +83,7 @@ def _objects(signature):
 
 
 def test_base_commit_is_reproduced_from_the_written_sources(tmp_path) -> None:
-    write_dataset(generate(2, seed=1), tmp_path)
+    write_dataset(generate(2, seed=1, key=TEST_KEY), tmp_path, key=TEST_KEY)
     tasks = load_task_file(tmp_path)
     for task in tasks:
         repo = task.source["repo_dir"]
@@ -94,8 +96,8 @@ def test_base_commit_is_reproduced_from_the_written_sources(tmp_path) -> None:
 
 
 def test_write_dataset_replaces_old_repositories(tmp_path) -> None:
-    write_dataset(generate(3, seed=0), tmp_path)
-    write_dataset([build_task(0, 9, "L1", "train")], tmp_path)
+    write_dataset(generate(3, seed=0, key=TEST_KEY), tmp_path, key=TEST_KEY)
+    write_dataset([build_task(0, 9, "L1", "train", key=TEST_KEY)], tmp_path, key=TEST_KEY)
     assert len(list((tmp_path / "repos").iterdir())) == 1
     assert len(load_task_file(tmp_path)) == 1
     assert isinstance(load_task_file(tmp_path)[0], TaskSpec)

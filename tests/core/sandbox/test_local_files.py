@@ -58,6 +58,35 @@ def test_upload_and_download_copy_files_and_trees(tmp_path: Path, isolation: Iso
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_directory_upload_never_writes_through_links_in_the_target(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "config.txt").write_text("host data\n")
+    source = tmp_path / "src"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "planted.txt").write_text("from the upload\n")
+    (source / "config.txt").write_text("uploaded config\n")
+    roots = tmp_path / "sandboxes"
+    roots.mkdir()
+
+    async def main() -> None:
+        async with LocalSandbox(root_dir=str(roots), isolation=isolation) as sb:
+            # What an agent can do: links in its workspace that lead to host paths.
+            await sb.exec(f"mkdir -p project && ln -s {victim} project/sub")
+            await sb.exec(f"ln -s {victim / 'config.txt'} project/config.txt")
+            await sb.upload(str(source), "project")
+            result = await sb.exec("cat project/sub/planted.txt project/config.txt")
+            assert result.stdout == "from the upload\nuploaded config\n"
+            assert not (sb.host_dir / "workspace" / "repo" / "project" / "sub").is_symlink()
+
+    asyncio.run(main())
+    assert sorted(p.name for p in victim.iterdir()) == ["config.txt"]
+    assert (victim / "config.txt").read_text() == "host data\n"
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_paths_that_leave_the_workspace_are_refused(tmp_path: Path, isolation: Isolation) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("host secret")

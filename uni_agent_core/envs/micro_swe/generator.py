@@ -3,7 +3,9 @@
 `generate(n, seed, levels, split)` plans `n` repositories (levels drawn evenly, in turn) and
 renders each into a `GeneratedTask`: the repository's files at the base commit, and a
 `TaskSpec` row with the gold patch, the hidden test patch, FAIL_TO_PASS / PASS_TO_PASS and the
-test command. `write_dataset` stores rows as `tasks.jsonl` plus each repository's sources under
+test command. Every draw is keyed by the dataset's secret key as well as the seed (`keys.py`),
+so the generator's code alone cannot reproduce a task. `write_dataset` stores rows as
+`tasks.jsonl`, the key as `dataset.key`, and each repository's sources under
 `repos/<instance_id>/` (no `.git`: the base commit is rebuilt deterministically, see
 `base_commit`).
 
@@ -26,6 +28,7 @@ from typing import Literal
 
 from uni_agent_core.envs.micro_swe import statements
 from uni_agent_core.envs.micro_swe.catalog import TEMPLATES, Mutation, Template
+from uni_agent_core.envs.micro_swe.keys import KEY_FILE, MIN_KEY_LENGTH, write_key
 from uni_agent_core.envs.micro_swe.repo import (
     TEST_COMMAND,
     PlannedFunction,
@@ -179,11 +182,12 @@ def write_files(root: Path, files: dict[str, str]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def build_task(index: int, seed: int, level: str, split: Split) -> GeneratedTask:
-    """Generate task `index` of the stream `(seed, split)` at `level`."""
+def build_task(index: int, seed: int, level: str, split: Split, *, key: str) -> GeneratedTask:
+    """Generate task `index` of the stream `(key, seed, split)` at `level`."""
     if level not in LEVELS:
         raise ValueError(f"unknown micro-swe level {level!r}; expected one of {LEVELS}")
-    rng = random.Random(f"micro-swe/{split}/{seed}/{index}")
+    _check_key(key)
+    rng = random.Random(f"micro-swe/{key}/{split}/{seed}/{index}")
     repo = _plan(rng, level, split)
     files = base_files(repo)
     gold = unified_patch({path: files[path] for path in fixed_files(repo)}, fixed_files(repo))
@@ -221,26 +225,33 @@ def build_task(index: int, seed: int, level: str, split: Split) -> GeneratedTask
     return GeneratedTask(task, files)
 
 
+def _check_key(key: str) -> None:
+    if len(key) < MIN_KEY_LENGTH:
+        raise ValueError(f"a micro-swe key needs at least {MIN_KEY_LENGTH} characters")
+
+
 def generate(
-    n: int, seed: int, levels: Sequence[str] = LEVELS, split: Split = "train"
+    n: int, seed: int, levels: Sequence[str] = LEVELS, split: Split = "train", *, key: str
 ) -> list[GeneratedTask]:
-    """`n` tasks of the stream `(seed, split)`, levels taken in turn from `levels`."""
+    """`n` tasks of the stream `(key, seed, split)`, levels taken in turn from `levels`."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if not levels:
         raise ValueError("levels must name at least one of L0, L1, L2, L3")
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
-    return [build_task(i, seed, levels[i % len(levels)], split) for i in range(n)]
+    return [build_task(i, seed, levels[i % len(levels)], split, key=key) for i in range(n)]
 
 
-def write_dataset(tasks: Iterable[GeneratedTask], out_dir: str | Path) -> Path:
-    """Write `tasks.jsonl` and `repos/<instance_id>/` under `out_dir`; returns the JSONL path.
+def write_dataset(tasks: Iterable[GeneratedTask], out_dir: str | Path, *, key: str) -> Path:
+    """Write `tasks.jsonl`, `dataset.key` and `repos/<instance_id>/` under `out_dir`.
 
-    An existing `repos/` directory is replaced, so the directory always matches the rows.
+    Returns the JSONL path. `key` is the one the tasks were generated with. An existing
+    `repos/` directory is replaced, so the directory always matches the rows.
     """
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
+    write_key(root / KEY_FILE, key)
     repos = root / REPOS_DIR
     if repos.exists():
         shutil.rmtree(repos)
