@@ -54,6 +54,10 @@ SERVER_GC_THRESHOLDS = (50_000, 50, 100)
 SERVER_HEAP_TRIM_AFTER_S = 1.0
 """A standalone gateway hands a burst's freed heap back after this long without requests."""
 
+SHUTDOWN_GRACE_S = 2.0
+"""On SIGTERM or Ctrl-C, requests in flight get this long to finish; then they are cancelled
+(their generations abort, nothing is committed), sessions close and the engine stops."""
+
 
 def serve(
     manager: SessionManager, *, host: str, port: int, model_name: str, backlog: int = 2048
@@ -69,7 +73,8 @@ def serve(
       CPython's default thresholds (700, 10, 10) cost throughput (measured: `bench/README.md`,
       "Gateway").
 
-    Freed C heap is handed back to the OS once a burst of requests is over (`heap.py`).
+    Freed C heap is handed back to the OS once a burst of requests is over (`heap.py`). A
+    shutdown waits at most `SHUTDOWN_GRACE_S` for requests in flight.
     """
     import uvicorn
 
@@ -81,4 +86,12 @@ def serve(
     gc.freeze()
     gc.set_threshold(*SERVER_GC_THRESHOLDS)
     print(f"agent-rl gateway on http://{host}:{port}  (POST /sessions to start a session)")
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, backlog=backlog)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        backlog=backlog,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )

@@ -50,7 +50,8 @@ class GatewayMetrics:
     rollbacks: int = 0
     rollback_dropped_tokens: int = 0
     ambiguous_rollbacks: int = 0
-    capacity_closes: int = 0
+    context_length_refusals: int = 0
+    abandoned_generations: int = 0
     parse_failures: int = 0
     truncated_tool_calls: int = 0
     invalid_tool_inputs: int = 0
@@ -90,7 +91,14 @@ class GatewayMetrics:
                 "trainable tokens dropped by rollbacks",
             ),
             "ambiguous_rollbacks_total": (self.ambiguous_rollbacks, "tied rollbacks split"),
-            "capacity_closes_total": (self.capacity_closes, "chains closed at capacity"),
+            "context_length_refusals_total": (
+                self.context_length_refusals,
+                "requests refused with 400: the prompt fills the chain's capacity",
+            ),
+            "abandoned_generations_total": (
+                self.abandoned_generations,
+                "generations cancelled because their client disconnected",
+            ),
             "tool_parse_failures_total": (self.parse_failures, "replies whose tool calls failed"),
             "truncated_tool_calls_total": (self.truncated_tool_calls, "tool calls cut by length"),
             "invalid_tool_inputs_total": (

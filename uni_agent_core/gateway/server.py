@@ -11,7 +11,9 @@ Endpoints (docs/architecture.md, "Gateway HTTP API"):
 
 Session endpoints need the session's key (`Authorization: Bearer` or `x-api-key`). Every error
 is answered in the envelope of the protocol the client speaks, and a rejected request never
-touches the session's chains.
+touches the session's chains. A generation ends, committing nothing, when its client
+disconnects (streaming or not), when its session is deleted or finalized (409), and when the
+server shuts down; a prompt over the chain's capacity is each provider's context-length 400.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from fastapi import FastAPI, Request
@@ -52,20 +54,68 @@ from uni_agent_core.gateway.heap import IdleHeapTrimmer
 from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
 from uni_agent_core.gateway.request import ChatChoice, ChatRequest, StreamDelta
 from uni_agent_core.gateway.session import (
+    ContextLengthError,
     GatewaySession,
     RequestRejectedError,
     SessionClosedError,
 )
 
-ErrorRenderer = Callable[[int, str, str | None], tuple[int, dict[str, Any]]]
+T = TypeVar("T")
+ErrorRenderer = Callable[[int, str, str | None, str | None], tuple[int, dict[str, Any]]]
+"""(status, message, param, code) -> the protocol's (status, body)."""
+
+CLIENT_CLOSED_REQUEST = 499
+"""The status logged for a request whose client left before the answer (never received)."""
 
 
-def _openai_envelope(status: int, message: str, param: str | None) -> tuple[int, dict[str, Any]]:
-    return openai_error(status, message, param=param)
+def _openai_envelope(
+    status: int, message: str, param: str | None, code: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    return openai_error(status, message, param=param, code=code)
 
 
-def _anthropic_envelope(status: int, message: str, param: str | None) -> tuple[int, dict[str, Any]]:
+def _anthropic_envelope(
+    status: int, message: str, param: str | None, code: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    if code is not None:  # a provider-level condition: its own message, no field prefix
+        return anthropic_error(status, message)
     return anthropic_error(status, f"{param}: {message}" if param else message)
+
+
+class ClientDisconnectedError(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+async def _client_disconnects(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    """Returns once the ASGI server reports that the client went away.
+
+    Only for a request whose body has been read: its `receive` then yields nothing but the
+    disconnect.
+    """
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(
+    work: Awaitable[T], receive: Callable[[], Awaitable[dict[str, Any]]]
+) -> T:
+    """Awaits `work`, cancelling it when the client disconnects first.
+
+    Raises:
+        ClientDisconnectedError: the client left; `work` was cancelled and has finished.
+    """
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_client_disconnects(receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.wait({task, watcher})
+    if task.cancelled() and watcher.done() and not watcher.cancelled():
+        raise ClientDisconnectedError
+    return task.result()
 
 
 def _api_key(request: Request) -> str | None:
@@ -169,14 +219,21 @@ def create_app(
     def error_response(render: ErrorRenderer, exc: Exception) -> JSONResponse:
         manager.metrics.request_errors += 1
         if isinstance(exc, (_Rejected, WireError)):
-            status, body = render(exc.status, exc.message, exc.param)
+            status, body = render(exc.status, exc.message, exc.param, None)
+        elif isinstance(exc, ContextLengthError):
+            status, body = render(400, str(exc), exc.param, exc.code)
         elif isinstance(exc, RequestRejectedError):
-            status, body = render(400, str(exc), exc.param)
+            status, body = render(400, str(exc), exc.param, None)
         elif isinstance(exc, SessionClosedError):
-            status, body = render(409, str(exc), None)
+            status, body = render(409, str(exc), None, None)
         else:
-            status, body = render(500, f"generation failed: {type(exc).__name__}: {exc}", None)
+            message = f"generation failed: {type(exc).__name__}: {exc}"
+            status, body = render(500, message, None, None)
         return JSONResponse(body, status_code=status)
+
+    def abandoned() -> Response:
+        manager.metrics.abandoned_generations += 1
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -296,7 +353,9 @@ def create_app(
                 media_type="text/event-stream",
             )
         try:
-            choices = await session.chat(chat)
+            choices = await unless_disconnected(session.chat(chat), request.receive)
+        except ClientDisconnectedError:
+            return abandoned()
         except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
             return error_response(_openai_envelope, exc)
         finally:
@@ -347,7 +406,9 @@ def create_app(
                 media_type="text/event-stream",
             )
         try:
-            (choice,) = await session.chat(chat)
+            (choice,) = await unless_disconnected(session.chat(chat), request.receive)
+        except ClientDisconnectedError:
+            return abandoned()
         except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
             return error_response(_anthropic_envelope, exc)
         finally:
@@ -428,7 +489,7 @@ class GatewayApp:
                 except Exception as exc:  # deliberate boundary: answer in the envelope
                     self._manager.metrics.request_errors += 1
                     status, body = envelope(
-                        500, f"internal error: {type(exc).__name__}: {exc}", None
+                        500, f"internal error: {type(exc).__name__}: {exc}", None, None
                     )
                     response = JSONResponse(body, status_code=status)
                 await response(scope, receive, send)

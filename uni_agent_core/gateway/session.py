@@ -11,8 +11,11 @@
    the chain's state, record the `EngineCall`, release the reservation.
 
 A failed or cancelled generation commits nothing: the reservation is released and a chain that
-was being created disappears. Samples 2..n of a request (`n > 1`) open sibling chains from a
-full render, so earlier turns are trained once, in the chain that sampled them.
+was being created disappears. Closing the session (finalize, delete, server shutdown) cancels
+its generations in flight, whose callers get `SessionClosedError`. A prompt that leaves no room
+in its chain's capacity is refused with `ContextLengthError` before the engine is called, and a
+reply never exceeds what is left of it. Samples 2..n of a request (`n > 1`) open sibling chains
+from a full render, so earlier turns are trained once, in the chain that sampled them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import time
 from array import array
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from uni_agent_core.gateway.calls import CallLog
 from uni_agent_core.gateway.chain import Chain, Continuation, select_chain, token_array
@@ -37,6 +40,7 @@ from uni_agent_core.inference.types import Engine, FinishReason, GenerateRequest
 from uni_agent_core.types import EngineCall, Trajectory
 
 DeltaSink = Callable[[StreamDelta], Awaitable[None]]
+T = TypeVar("T")
 
 
 class SessionClosedError(RuntimeError):
@@ -49,6 +53,25 @@ class RequestRejectedError(ValueError):
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class ContextLengthError(RequestRejectedError):
+    """The prompt alone fills the chain's capacity (HTTP 400, each provider's own error).
+
+    The message carries both providers' wording (OpenAI's "maximum context length is N tokens",
+    Anthropic's "prompt is too long: M tokens > N maximum"), which is what clients match on.
+    """
+
+    code = "context_length_exceeded"
+
+    def __init__(self, prompt_tokens: int, capacity: int) -> None:
+        super().__init__(
+            f"prompt is too long: {prompt_tokens} tokens > {capacity} maximum (this model's "
+            f"maximum context length is {capacity} tokens; your messages resulted in "
+            f"{prompt_tokens} tokens)",
+            param="messages",
+        )
+        self.prompt_tokens, self.capacity = prompt_tokens, capacity
 
 
 @dataclass(frozen=True)
@@ -120,6 +143,8 @@ class GatewaySession:
         self._ids = itertools.count()
         self._clock = itertools.count(1)
         self._run_blocking = run_blocking
+        self._generations: set[asyncio.Future[Any]] = set()
+        """Generations in flight; `close()` cancels them."""
         self.history = HistoryCache()
         """The wire adapters' memo of the last lowered history (see `gateway/history.py`)."""
 
@@ -142,7 +167,9 @@ class GatewaySession:
         if isinstance(request.messages, LoweredHistory):
             request.messages.release()  # the wire payload is not needed while generating
         try:
-            samples = await self._generate_all(plans, tools, sampling, stop_ids, on_delta)
+            samples = await self._generate_unless_closed(
+                self._generate_all(plans, tools, sampling, stop_ids, on_delta)
+            )
             # All samples are in: commit them together, so a request either records every
             # sample or (on any failure) none.
             return [await self._commit(*sample) for sample in samples]
@@ -150,6 +177,29 @@ class GatewaySession:
             # A sample failed or the caller went away: release every reservation not committed.
             await asyncio.shield(self._release(plans))
             raise
+
+    async def _generate_unless_closed(self, work: Awaitable[T]) -> T:
+        """Runs `work` as a generation that `close()` can cancel.
+
+        Raises:
+            SessionClosedError: the session was closed while it ran (or before its result
+                could be committed); nothing is recorded.
+        """
+        generation = asyncio.ensure_future(work)
+        self._generations.add(generation)
+        try:
+            result = await generation
+        except asyncio.CancelledError:
+            caller = asyncio.current_task()
+            if self.closed and caller is not None and not caller.cancelling():
+                raise SessionClosedError(
+                    f"session {self.session_id} was closed while generating; nothing was recorded"
+                ) from None
+            raise
+        finally:
+            self._generations.discard(generation)
+        self._check_open()
+        return result
 
     async def _generate_all(
         self,
@@ -212,6 +262,8 @@ class GatewaySession:
         session is over: its context stops counting toward the router's load control
         (`router/load_control.py`)."""
         self.closed = True
+        for generation in self._generations:
+            generation.cancel()
         end_session = getattr(self.engine, "end_session", None)
         if end_session is not None:
             end_session(self.session_id)
@@ -305,12 +357,17 @@ class GatewaySession:
         sampling: dict[str, Any],
         stop_ids: list[int],
         on_delta: DeltaSink | None,
-    ) -> tuple[int, _Plan, TokenOutput | None, DecodedReply | None]:
-        """Sample one reply for `plan` (nothing is committed here)."""
+    ) -> tuple[int, _Plan, TokenOutput, DecodedReply]:
+        """Sample one reply for `plan` (nothing is committed here).
+
+        Raises:
+            ContextLengthError: the prompt leaves no room in the chain's capacity.
+        """
         capacity = self.settings.max_total_tokens
         room = None if capacity is None else capacity - len(plan.prompt)
-        if room is not None and room <= 0:
-            return index, plan, None, None
+        if capacity is not None and room is not None and room <= 0:
+            self.metrics.context_length_refusals += 1
+            raise ContextLengthError(len(plan.prompt), capacity)
         sampling = dict(sampling)
         seed = sampling.pop("seed")
         if seed is not None:
@@ -369,12 +426,10 @@ class GatewaySession:
         self,
         index: int,
         plan: _Plan,
-        output: TokenOutput | None,
-        reply: DecodedReply | None,
+        output: TokenOutput,
+        reply: DecodedReply,
     ) -> ChatChoice:
         """Write a sample into its chain and answer with the client's view of it."""
-        if output is None or reply is None:
-            return await self._exhausted(index, plan)
         chain = plan.chain
         async with self._lock:
             n_out = len(output.token_ids)
@@ -430,24 +485,6 @@ class GatewaySession:
             completion_tokens=len(output.token_ids),
             cached_tokens=output.cached_prefix_tokens,
             parse_error=reply.parse_error,
-        )
-
-    async def _exhausted(self, index: int, plan: _Plan) -> ChatChoice:
-        """The chain has no room left: close it without calling the engine."""
-        async with self._lock:
-            if plan.is_new:
-                self.chains.remove(plan.chain)
-            else:
-                plan.chain.closed, plan.chain.finish_reason = True, "length"
-            plan.chain.reserved = False
-        self.metrics.capacity_closes += 1
-        return ChatChoice(
-            index=index,
-            content="",
-            finish_reason="length",
-            chain_id=plan.chain.id,
-            prompt_tokens=len(plan.prompt),
-            completion_tokens=0,
         )
 
     async def _release(self, plans: list[_Plan]) -> None:

@@ -183,6 +183,13 @@ def test_user_blocks_keep_their_order_around_tool_results() -> None:
             system="sys",
             messages=[
                 {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": "t1", "name": "ls", "input": {}},
+                        {"type": "tool_use", "id": "t2", "name": "ls", "input": {}},
+                    ],
+                },
+                {
                     "role": "user",
                     "content": [
                         {"type": "text", "text": "before"},
@@ -198,6 +205,7 @@ def test_user_blocks_keep_their_order_around_tool_results() -> None:
     )
     assert [(m.role, m.content, m.tool_call_id) for m in request.messages] == [
         ("system", "sys", None),
+        ("assistant", "", None),
         ("user", "before", None),
         ("tool", "", "t1"),
         ("user", "after 1\nafter 2", None),

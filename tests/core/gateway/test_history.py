@@ -87,7 +87,10 @@ def test_an_identical_resend_lowers_nothing() -> None:
     "edit",
     [
         lambda m: m[1].update(content="fix it, please"),  # content changed before the boundary
-        lambda m: m[3].update(tool_call_id="renamed"),  # an id changed (raw bytes differ)
+        lambda m: (  # an id changed (raw bytes differ)
+            m[2]["tool_calls"][0].update(id="renamed"),
+            m[3].update(tool_call_id="renamed"),
+        ),
         lambda m: m.insert(2, {"role": "user", "content": "inserted"}),
         lambda m: m.__setitem__(0, {"content": "sys", "role": "system"}),  # same value, key order
     ],

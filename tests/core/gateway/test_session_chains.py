@@ -8,7 +8,11 @@ from array import array
 import pytest
 
 from uni_agent_core.gateway.request import ChatRequest, Message, SamplingOverrides, ToolCall
-from uni_agent_core.gateway.session import RequestRejectedError, SessionClosedError
+from uni_agent_core.gateway.session import (
+    ContextLengthError,
+    RequestRejectedError,
+    SessionClosedError,
+)
 from uni_agent_core.gateway.tito import tito_violations
 
 TOOLS = [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]
@@ -318,30 +322,34 @@ def test_capacity_closes_chains(make_session) -> None:
 
     async def go():
         a = await ask(session, [SYSTEM, USER])
-        b = await ask(session, [SYSTEM, USER, assistant(a.content), tool("x")])
-        return a, b
+        with pytest.raises(ContextLengthError) as refused:
+            await ask(session, [SYSTEM, USER, assistant(a.content), tool("x")])
+        return a, refused.value
 
-    a, b = run(go())
+    a, refused = run(go())
     assert a.finish_reason == "length"
-    assert session.chains[0].closed
-    assert b.chain_id != a.chain_id or b.completion_tokens == 0
+    assert session.chains[0].closed and len(session.chains) == 1
+    assert refused.capacity == 60 and refused.prompt_tokens >= 60
     assert all(c.total_tokens <= 60 for c in session.chains)
     check(session)
 
 
-def test_exhausted_chain_closes_without_engine_call(make_session) -> None:
+def test_a_prompt_over_capacity_is_refused_without_an_engine_call(make_session) -> None:
     session, engine = make_session()
 
     async def go():
         a = await ask(session, [SYSTEM, USER])
         session.settings = type(session.settings)(max_total_tokens=session.chains[0].total_tokens)
         calls = len(engine.requests)
-        b = await ask(session, [SYSTEM, USER, assistant(a.content), tool("x" * 50)])
-        return calls, b
+        with pytest.raises(ContextLengthError):
+            await ask(session, [SYSTEM, USER, assistant(a.content), tool("x" * 50)])
+        return calls
 
-    calls, b = run(go())
-    assert b.finish_reason == "length" and b.completion_tokens == 0
+    calls = run(go())
     assert len(engine.requests) == calls
+    (chain,) = session.chains
+    assert chain.turns == 1 and not chain.closed and not chain.reserved
+    assert session.metrics.context_length_refusals == 1
 
 
 def test_length_stop_is_repaired_before_the_next_turn(make_session) -> None:

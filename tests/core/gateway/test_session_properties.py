@@ -91,7 +91,11 @@ def test_random_conversations_keep_tito(
                     thread = list(thread[:cut])
                 threads.append(thread)
             elif action == "rollback" and len(thread) >= 4 and thread[-2].role == "assistant":
-                thread[-2] = Message(role="assistant", content=f"rewritten {word}")
+                # A rewrite keeps its tool calls: the tool result after it still answers one.
+                calls = thread[-2].tool_calls
+                thread[-2] = Message(
+                    role="assistant", content=f"rewritten {word}", tool_calls=calls
+                )
             elif action == "compact":
                 thread = [system, Message(role="user", content=f"summary {word}")]
                 threads.append(thread)

@@ -63,6 +63,19 @@ def test_engine_error_ends_with_engine_error(scripted, fns) -> None:
     assert "engine" in result.info["last_error"]
 
 
+def test_a_context_length_refusal_ends_with_max_tokens(scripted, fns) -> None:
+    import httpx
+
+    from uni_agent_core.harness.base import Endpoint
+
+    url, engine, _ = scripted
+    created = httpx.post(url + "/sessions", json={"max_total_tokens": 16}, timeout=10).json()
+    endpoint = Endpoint.from_session(created, model="tiny")
+    result, _ = asyncio.run(_episode(ReactHarness(ReactHarnessConfig()), endpoint))
+    assert result.exit_reason == ExitReason.MAX_TOKENS and result.steps == 0
+    assert "context" in result.info["last_error"]
+
+
 def test_replies_without_tool_calls_are_nudged_then_budgeted(scripted, fns) -> None:
     url, engine, _ = scripted
     endpoint = fns["open_session"](url)

@@ -117,6 +117,7 @@ def parse_anthropic_request(payload: Any, history: HistoryCache | None = None) -
     if not raw_messages:
         raise WireError("messages must contain at least one message", param="messages")
     messages = lower_history("anthropic", system, head, raw_messages, _parse_message, history)
+    _check_tool_results(raw_messages)
 
     tools = _parse_tools(body.get("tools"))
     if _parse_tool_choice(body.get("tool_choice")) == "none":
@@ -135,6 +136,36 @@ def parse_anthropic_request(payload: Any, history: HistoryCache | None = None) -
         ),
         stream=optional_bool(body.get("stream"), "stream") or False,
     )
+
+
+def _check_tool_results(raw_messages: list[Any]) -> None:
+    """Refuses a `tool_result` block whose `tool_use_id` answers no earlier `tool_use`, as
+    Anthropic does (malformed blocks are left to lowering, which names their fault)."""
+    used: set[str] = set()
+    for i, raw in enumerate(raw_messages):
+        if type(raw) is not dict or not isinstance(raw.get("content"), list):
+            continue
+        blocks = [block for block in raw["content"] if isinstance(block, dict)]
+        if raw.get("role") == "assistant":
+            used.update(
+                block["id"]
+                for block in blocks
+                if block.get("type") == "tool_use" and isinstance(block.get("id"), str)
+            )
+            continue
+        for k, block in enumerate(blocks):
+            use_id = block.get("tool_use_id")
+            if (
+                block.get("type") == "tool_result"
+                and isinstance(use_id, str)
+                and use_id not in used
+            ):
+                raise WireError(
+                    f"unexpected `tool_use_id` found in `tool_result` blocks: {use_id}. Each "
+                    "`tool_result` block must have a corresponding `tool_use` block in an "
+                    "earlier message",
+                    param=f"messages.{i}.content.{k}",
+                )
 
 
 def _parse_system(value: Any) -> list[Message]:

@@ -117,6 +117,7 @@ def parse_openai_request(payload: Any, history: HistoryCache | None = None) -> C
     if not raw_messages:
         raise WireError("messages must contain at least one message", param="messages")
     messages = lower_history("openai", None, [], raw_messages, _lower_message, history)
+    _check_tool_results(raw_messages)
 
     tools = _parse_tools(body.get("tools"))
     tool_choice = body.get("tool_choice")
@@ -148,6 +149,31 @@ def parse_openai_request(payload: Any, history: HistoryCache | None = None) -> C
         n=n or 1,
         stream=stream,
     )
+
+
+def _check_tool_results(raw_messages: list[Any]) -> None:
+    """Refuses a `tool` message whose `tool_call_id` answers no earlier assistant tool call,
+    as OpenAI does (malformed messages are left to lowering, which names their fault)."""
+    called: set[str] = set()
+    for i, raw in enumerate(raw_messages):
+        if type(raw) is not dict:
+            continue
+        role = raw.get("role")
+        if role == "assistant" and isinstance(raw.get("tool_calls"), list):
+            called.update(
+                call["id"]
+                for call in raw["tool_calls"]
+                if isinstance(call, dict) and isinstance(call.get("id"), str)
+            )
+        elif role == "tool":
+            call_id = raw.get("tool_call_id")
+            if isinstance(call_id, str) and call_id not in called:
+                raise WireError(
+                    f"messages[{i}].tool_call_id: {call_id!r} answers no tool call of an earlier "
+                    "assistant message; messages with role 'tool' must respond to a preceding "
+                    "message with 'tool_calls'",
+                    param=f"messages[{i}].tool_call_id",
+                )
 
 
 def openai_include_usage(payload: Any) -> bool:

@@ -7,7 +7,8 @@ swapped. Every episode ends with an `ExitReason`:
 
 - `submitted` / `finished`: the model called `submit` / `finish` (or `stop` on a reply
   without a tool call);
-- `max_turns`, `max_tokens`, `timeout`: a budget ran out;
+- `max_turns`, `max_tokens`, `timeout`: a budget ran out (`max_tokens` also when the gateway
+  refuses the history as longer than the context, OpenAI's `context_length_exceeded`);
 - `format_error_budget`: too many replies without a valid tool call;
 - `harness_error`: a tool failed under `on_tool_error: terminate`;
 - `sandbox_error`: the sandbox failed beyond its retries;
@@ -39,6 +40,9 @@ from uni_agent_core.tools.registry import ToolSet
 from uni_agent_core.types import ExitReason, TaskSpec
 
 logger = logging.getLogger(__name__)
+
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+"""The OpenAI error code of a prompt longer than the context."""
 
 _CALL_MARKERS = ("<tool_call>", "<function=")
 
@@ -142,6 +146,11 @@ class ReactHarness:
                 )
             except TimeoutError:
                 return ExitReason.TIMEOUT
+            except openai.BadRequestError as exc:
+                episode.info["last_error"] = f"engine: {exc}"
+                if exc.code == CONTEXT_LENGTH_EXCEEDED:  # the history fills the context
+                    return ExitReason.MAX_TOKENS
+                return ExitReason.ENGINE_ERROR
             except openai.APIError as exc:  # deliberate boundary: the episode ends, counted
                 episode.info["last_error"] = f"engine: {exc}"
                 return ExitReason.ENGINE_ERROR
