@@ -48,12 +48,15 @@ class HistoryMemo:
 class HistoryCache:
     """A session's slot for its latest `HistoryMemo` (any request may replace it)."""
 
-    __slots__ = ("memo", "hits", "misses")
+    __slots__ = ("memo", "hits", "misses", "tool_call_ids")
 
     def __init__(self) -> None:
         self.memo: HistoryMemo | None = None
         self.hits = 0
         self.misses = 0
+        self.tool_call_ids: frozenset[str] = frozenset()
+        """The ids of the tool calls in the memo's raw history, kept by the wire adapters so
+        a tool result is checked against them without reading the history again."""
 
 
 class LoweredHistory(Sequence[Message]):
@@ -63,7 +66,7 @@ class LoweredHistory(Sequence[Message]):
     first access; slices after them never touch the prefix.
     """
 
-    __slots__ = ("_load_prefix", "_prefix", "_known", "_tail", "hashes")
+    __slots__ = ("_load_prefix", "_prefix", "_known", "_tail", "hashes", "raw_known")
 
     def __init__(
         self,
@@ -71,7 +74,10 @@ class LoweredHistory(Sequence[Message]):
         hashes: list[bytes],
         known: int = 0,
         load_prefix: Callable[[], list[Message]] | None = None,
+        raw_known: int = 0,
     ) -> None:
+        self.raw_known = raw_known
+        """How many raw messages the memo vouched for (equal to the last request's)."""
         self._tail = tail
         self._known = known
         self._load_prefix = load_prefix
@@ -183,7 +189,7 @@ def lower_history(
             prefix.extend(lower(raw[i], i))
         return prefix
 
-    history = LoweredHistory(tail, hashes, known, load_prefix)
+    history = LoweredHistory(tail, hashes, known, load_prefix, raw_known=known_raw)
     cache.hits += 1
     extended = _extend(hasher, raw[known_raw:]) if tail_raw else hasher
     _remember(cache, protocol, raw, history, extended)

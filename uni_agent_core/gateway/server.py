@@ -82,6 +82,19 @@ def _anthropic_envelope(
     return anthropic_error(status, f"{param}: {message}" if param else message)
 
 
+def error_body(render: ErrorRenderer, exc: Exception) -> tuple[int, dict[str, Any]]:
+    """The status and protocol envelope of a failed request (also sent inside a stream)."""
+    if isinstance(exc, (_Rejected, WireError)):
+        return render(exc.status, exc.message, exc.param, None)
+    if isinstance(exc, ContextLengthError):
+        return render(400, str(exc), exc.param, exc.code)
+    if isinstance(exc, RequestRejectedError):
+        return render(400, str(exc), exc.param, None)
+    if isinstance(exc, SessionClosedError):
+        return render(409, str(exc), None, None)
+    return render(500, f"generation failed: {type(exc).__name__}: {exc}", None, None)
+
+
 class ClientDisconnectedError(Exception):
     """The client closed the connection before its answer was ready."""
 
@@ -218,17 +231,7 @@ def create_app(
 
     def error_response(render: ErrorRenderer, exc: Exception) -> JSONResponse:
         manager.metrics.request_errors += 1
-        if isinstance(exc, (_Rejected, WireError)):
-            status, body = render(exc.status, exc.message, exc.param, None)
-        elif isinstance(exc, ContextLengthError):
-            status, body = render(400, str(exc), exc.param, exc.code)
-        elif isinstance(exc, RequestRejectedError):
-            status, body = render(400, str(exc), exc.param, None)
-        elif isinstance(exc, SessionClosedError):
-            status, body = render(409, str(exc), None, None)
-        else:
-            message = f"generation failed: {type(exc).__name__}: {exc}"
-            status, body = render(500, message, None, None)
+        status, body = error_body(render, exc)
         return JSONResponse(body, status_code=status)
 
     def abandoned() -> Response:
@@ -382,7 +385,7 @@ def create_app(
                         yield sse_event(chunk)
         except Exception as exc:  # deliberate boundary: the stream has started; send an error
             manager.metrics.request_errors += 1
-            _, body = openai_error(500, f"generation failed: {type(exc).__name__}: {exc}")
+            _, body = error_body(_openai_envelope, exc)
             yield sse_event(body)
         finally:
             manager.metrics.request_latency.observe(time.perf_counter() - started)
@@ -433,7 +436,7 @@ def create_app(
                         yield anthropic_sse_event(event)
         except Exception as exc:  # deliberate boundary: the stream has started; send an error
             manager.metrics.request_errors += 1
-            _, body = anthropic_error(500, f"generation failed: {type(exc).__name__}: {exc}")
+            _, body = error_body(_anthropic_envelope, exc)
             yield anthropic_sse_event(body)
         finally:
             manager.metrics.request_latency.observe(time.perf_counter() - started)

@@ -66,9 +66,9 @@ class ContextLengthError(RequestRejectedError):
 
     def __init__(self, prompt_tokens: int, capacity: int) -> None:
         super().__init__(
-            f"prompt is too long: {prompt_tokens} tokens > {capacity} maximum (this model's "
-            f"maximum context length is {capacity} tokens; your messages resulted in "
-            f"{prompt_tokens} tokens)",
+            f"prompt is too long: {prompt_tokens} tokens > {capacity} maximum. This model's "
+            f"maximum context length is {capacity} tokens. However, your messages resulted in "
+            f"{prompt_tokens} tokens. Please reduce the length of the messages.",
             param="messages",
         )
         self.prompt_tokens, self.capacity = prompt_tokens, capacity
@@ -269,6 +269,14 @@ class GatewaySession:
             end_session(self.session_id)
 
     @property
+    def capacity(self) -> int | None:
+        """Most tokens a chain holds, prompt and replies: the session's `max_total_tokens`,
+        and never more than the engine's context window where the engine has one."""
+        window = getattr(self.engine, "max_model_len", None)
+        limits = [n for n in (self.settings.max_total_tokens, window) if isinstance(n, int)]
+        return min(limits) if limits else None
+
+    @property
     def busy(self) -> bool:
         """Whether a generation is in flight (such a session is never expired)."""
         return any(c.reserved for c in self.chains)
@@ -363,7 +371,7 @@ class GatewaySession:
         Raises:
             ContextLengthError: the prompt leaves no room in the chain's capacity.
         """
-        capacity = self.settings.max_total_tokens
+        capacity = self.capacity
         room = None if capacity is None else capacity - len(plan.prompt)
         if capacity is not None and room is not None and room <= 0:
             self.metrics.context_length_refusals += 1
@@ -469,7 +477,7 @@ class GatewaySession:
                     self.metrics.chains_opened += 1
                     if len(self.chains) > 1:
                         self.metrics.splits += 1
-            capacity = self.settings.max_total_tokens
+            capacity = self.capacity
             if capacity is not None and chain.total_tokens >= capacity:
                 chain.closed, chain.finish_reason = True, "length"
             chain.latest_call = call

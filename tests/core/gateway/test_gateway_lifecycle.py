@@ -114,7 +114,7 @@ def test_a_prompt_over_the_context_gets_openais_400(gateway) -> None:
     error = response.json()["error"]
     assert error["code"] == "context_length_exceeded"
     assert error["type"] == "invalid_request_error" and error["param"] == "messages"
-    assert "maximum context length is 64 tokens" in error["message"]
+    assert "This model's maximum context length is 64 tokens" in error["message"]
     assert session.chains == [] and session.calls == []
 
 
@@ -136,6 +136,23 @@ def test_a_prompt_over_the_context_gets_anthropics_400(gateway) -> None:
     assert payload["error"]["message"].startswith("prompt is too long: ")
     assert "> 64 maximum" in payload["error"]["message"]
     assert session.chains == [] and session.calls == []
+
+
+def test_the_engines_context_window_bounds_a_session_without_a_capacity(tiny_tokenizer) -> None:
+    from uni_agent_core.inference import HFEngine
+    from uni_agent_core.models import load_policy
+
+    model, tokenizer = load_policy("tiny")
+    manager = SessionManager(HFEngine(model, tokenizer, max_model_len=64), tokenizer)
+    with running_gateway(manager, model_name="tiny") as url:
+        created, session = _open(url, manager)
+        assert session.settings.max_total_tokens is None and session.capacity == 64
+        body = {"model": "tiny", "messages": [{"role": "user", "content": _long_prompt(200)}]}
+        response = httpx.post(
+            created["openai_base_url"] + "/chat/completions", json=body, headers=_headers(created)
+        )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "context_length_exceeded"
 
 
 def test_max_tokens_is_bounded_by_what_is_left_of_the_context(gateway) -> None:

@@ -198,3 +198,22 @@ def test_the_session_releases_a_wire_history_while_generating(make_session) -> N
     asyncio.run(session.chat(request))
     assert lengths_seen_by_the_engine == [0]
     assert request.messages.hashes == []  # the plan keeps them as one blob
+
+
+def test_tool_results_are_checked_against_the_memo_without_reading_the_prefix() -> None:
+    from uni_agent_core.gateway.adapters.errors import WireError
+
+    cache = HistoryCache()
+    messages = _conversation(3)
+    parse_openai_request(_openai(messages), cache)
+    assert cache.tool_call_ids == {"call_0", "call_1", "call_2"}
+    # The next turn answers a call of the remembered prefix: only the tail is read.
+    answer = {"role": "tool", "tool_call_id": "call_2", "content": "again"}
+    request = parse_openai_request(_openai([*messages, answer]), cache)
+    assert request.messages.raw_known == len(messages) and cache.hits == 1
+    orphan = {"role": "tool", "tool_call_id": "call_9", "content": "?"}
+    with pytest.raises(WireError, match="call_9"):
+        parse_openai_request(_openai([*messages, answer, orphan]), cache)
+    assert cache.memo is None, "a refused history must be checked in full next time"
+    with pytest.raises(WireError, match="tool_call_id is required"):
+        parse_openai_request(_openai([*messages, {"role": "tool", "content": "x"}]))

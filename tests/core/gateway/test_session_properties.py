@@ -84,8 +84,11 @@ def test_random_conversations_keep_tito(
         for action, pick, word in steps:
             thread = threads[pick % len(threads)]
             if action == "branch":
-                if pick % 2:
-                    thread = [Message(role="system", content=f"sub {word}"), thread[-1]]
+                if pick % 2:  # a subagent, handed the last message as its task
+                    last = thread[-1]
+                    if last.role == "tool":  # a tool result alone would answer no call
+                        last = Message(role="user", content=last.content)
+                    thread = [Message(role="system", content=f"sub {word}"), last]
                 else:
                     cut = max(2, len(thread) - 2 * (pick % 3))
                     thread = list(thread[:cut])

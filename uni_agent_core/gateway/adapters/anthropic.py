@@ -18,10 +18,12 @@ Rendering a `ChatChoice` back to the wire (messages, stream events, SSE framing)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from uni_agent_core.gateway.adapters.errors import (
     WireError,
+    check_tool_results,
     check_top_p,
     optional_bool,
     optional_int,
@@ -117,7 +119,7 @@ def parse_anthropic_request(payload: Any, history: HistoryCache | None = None) -
     if not raw_messages:
         raise WireError("messages must contain at least one message", param="messages")
     messages = lower_history("anthropic", system, head, raw_messages, _parse_message, history)
-    _check_tool_results(raw_messages)
+    check_tool_results(raw_messages, messages, history, _tool_uses, _tool_results)
 
     tools = _parse_tools(body.get("tools"))
     if _parse_tool_choice(body.get("tool_choice")) == "none":
@@ -138,34 +140,36 @@ def parse_anthropic_request(payload: Any, history: HistoryCache | None = None) -
     )
 
 
-def _check_tool_results(raw_messages: list[Any]) -> None:
-    """Refuses a `tool_result` block whose `tool_use_id` answers no earlier `tool_use`, as
-    Anthropic does (malformed blocks are left to lowering, which names their fault)."""
-    used: set[str] = set()
-    for i, raw in enumerate(raw_messages):
-        if type(raw) is not dict or not isinstance(raw.get("content"), list):
-            continue
-        blocks = [block for block in raw["content"] if isinstance(block, dict)]
-        if raw.get("role") == "assistant":
-            used.update(
-                block["id"]
-                for block in blocks
-                if block.get("type") == "tool_use" and isinstance(block.get("id"), str)
-            )
-            continue
-        for k, block in enumerate(blocks):
-            use_id = block.get("tool_use_id")
-            if (
-                block.get("type") == "tool_result"
-                and isinstance(use_id, str)
-                and use_id not in used
-            ):
-                raise WireError(
-                    f"unexpected `tool_use_id` found in `tool_result` blocks: {use_id}. Each "
-                    "`tool_result` block must have a corresponding `tool_use` block in an "
-                    "earlier message",
-                    param=f"messages.{i}.content.{k}",
-                )
+def _tool_uses(raw: dict[str, Any]) -> Iterable[str]:
+    content = raw.get("content") if raw.get("role") == "assistant" else None
+    if not isinstance(content, list):
+        return ()
+    return [
+        block["id"]
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") == "tool_use"
+        and isinstance(block.get("id"), str)
+    ]
+
+
+def _tool_results(raw: dict[str, Any], i: int) -> Iterable[tuple[str, str, str]]:
+    content = raw.get("content") if raw.get("role") == "user" else None
+    if not isinstance(content, list):
+        return ()
+    return [
+        (
+            block["tool_use_id"],
+            f"messages.{i}.content.{k}",
+            f"unexpected `tool_use_id` found in `tool_result` blocks: {block['tool_use_id']}. "
+            "Each `tool_result` block must have a corresponding `tool_use` block in an earlier "
+            "message",
+        )
+        for k, block in enumerate(content)
+        if isinstance(block, dict)
+        and block.get("type") == "tool_result"
+        and isinstance(block.get("tool_use_id"), str)
+    ]
 
 
 def _parse_system(value: Any) -> list[Message]:

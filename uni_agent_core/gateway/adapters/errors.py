@@ -4,14 +4,17 @@
 the field's path (`param`, e.g. `messages[2].role`). The server catches it and renders the
 provider's own error envelope (`openai_error` / `anthropic_error`), so a bad payload never
 reaches a session. The small type checks here are shared so both adapters word their errors
-alike.
+alike, and so is the check that every tool result answers an earlier tool call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
+
+from uni_agent_core.gateway.history import HistoryCache, LoweredHistory
 
 
 class WireError(Exception):
@@ -153,3 +156,45 @@ def decode_arguments(arguments: str) -> dict[str, Any] | str:
     except ValueError:
         return arguments
     return decoded if isinstance(decoded, dict) else arguments
+
+
+CallIds = Callable[[dict[str, Any]], Iterable[str]]
+"""The ids of the tool calls a raw message makes (none for non-assistant messages)."""
+Answers = Callable[[dict[str, Any], int], Iterable[tuple[str, str, str]]]
+"""The tool results in raw message `i`: `(call id, param path, message if it answers none)`."""
+
+
+def check_tool_results(
+    raw_messages: list[Any],
+    lowered: LoweredHistory,
+    cache: HistoryCache | None,
+    calls_of: CallIds,
+    answers_of: Answers,
+) -> None:
+    """Refuses a tool result that answers no tool call made before it, as both providers do.
+
+    Only the messages after the part the session's memo vouched for are read; the memo's
+    call ids stand for the rest (`HistoryCache.tool_call_ids`). Malformed messages are left
+    to lowering, which has named their fault already.
+
+    Raises:
+        WireError: (400) naming the first orphan result; the memo is dropped, so the next
+            request is checked in full.
+    """
+    start = lowered.raw_known if cache is not None else 0
+    called = set(cache.tool_call_ids) if cache is not None and start else set()
+    try:
+        for i in range(start, len(raw_messages)):
+            raw = raw_messages[i]
+            if type(raw) is not dict:
+                continue
+            for call_id, param, message in answers_of(raw, i):
+                if call_id not in called:
+                    raise WireError(message, param=param)
+            called.update(calls_of(raw))
+    except WireError:
+        if cache is not None:
+            cache.memo, cache.tool_call_ids = None, frozenset()
+        raise
+    if cache is not None:
+        cache.tool_call_ids = frozenset(called)

@@ -16,10 +16,12 @@ Rendering to the wire (responses, stream chunks, SSE framing) lives in `adapters
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from uni_agent_core.gateway.adapters.errors import (
     WireError,
+    check_tool_results,
     check_top_p,
     decode_arguments,
     optional_bool,
@@ -117,7 +119,7 @@ def parse_openai_request(payload: Any, history: HistoryCache | None = None) -> C
     if not raw_messages:
         raise WireError("messages must contain at least one message", param="messages")
     messages = lower_history("openai", None, [], raw_messages, _lower_message, history)
-    _check_tool_results(raw_messages)
+    check_tool_results(raw_messages, messages, history, _tool_calls_made, _tool_results)
 
     tools = _parse_tools(body.get("tools"))
     tool_choice = body.get("tool_choice")
@@ -151,29 +153,29 @@ def parse_openai_request(payload: Any, history: HistoryCache | None = None) -> C
     )
 
 
-def _check_tool_results(raw_messages: list[Any]) -> None:
-    """Refuses a `tool` message whose `tool_call_id` answers no earlier assistant tool call,
-    as OpenAI does (malformed messages are left to lowering, which names their fault)."""
-    called: set[str] = set()
-    for i, raw in enumerate(raw_messages):
-        if type(raw) is not dict:
-            continue
-        role = raw.get("role")
-        if role == "assistant" and isinstance(raw.get("tool_calls"), list):
-            called.update(
-                call["id"]
-                for call in raw["tool_calls"]
-                if isinstance(call, dict) and isinstance(call.get("id"), str)
-            )
-        elif role == "tool":
-            call_id = raw.get("tool_call_id")
-            if isinstance(call_id, str) and call_id not in called:
-                raise WireError(
-                    f"messages[{i}].tool_call_id: {call_id!r} answers no tool call of an earlier "
-                    "assistant message; messages with role 'tool' must respond to a preceding "
-                    "message with 'tool_calls'",
-                    param=f"messages[{i}].tool_call_id",
-                )
+def _tool_calls_made(raw: dict[str, Any]) -> Iterable[str]:
+    calls = raw.get("tool_calls") if raw.get("role") == "assistant" else None
+    if not isinstance(calls, list):
+        return ()
+    return [
+        call["id"] for call in calls if isinstance(call, dict) and isinstance(call.get("id"), str)
+    ]
+
+
+def _tool_results(raw: dict[str, Any], i: int) -> Iterable[tuple[str, str, str]]:
+    if raw.get("role") != "tool":
+        return ()
+    call_id, param = raw.get("tool_call_id"), f"messages[{i}].tool_call_id"
+    if not isinstance(call_id, str):
+        raise WireError(
+            f"{param} is required: a message with role 'tool' answers one tool call by its id",
+            param=param,
+        )
+    message = (
+        f"{param}: {call_id!r} answers no tool call of an earlier assistant message; messages "
+        "with role 'tool' must respond to a preceding message with 'tool_calls'"
+    )
+    return [(call_id, param, message)]
 
 
 def openai_include_usage(payload: Any) -> bool:
