@@ -4,17 +4,20 @@
 run directory holds, and returns a `RunSummary`: the embedded trainer in this process
 (`run.py`), or verl's trainer on the pool's accelerators (`verl/launch.py`), which resumes from
 its own checkpoints. The command line (`agent-rl train`) and the Prefect train task both call
-it; neither decides the backend itself.
+it; neither decides the backend itself. Before either starts, the local sandboxes and cgroups of
+dead runs on this host are swept (`sandbox/sweep.py`) and the sweep's summary printed.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.rl.step_records import RunSummary
 from uni_agent_core.rundir.layout import VERL, default_run_dir
+from uni_agent_core.sandbox.sweep import sweep_dead_runs
 from uni_agent_core.types import TaskSpec
 
 VERL_CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
@@ -52,6 +55,9 @@ def launch(
         VerlConfigError, VerlLaunchError: verl rejects the recipe, or no accelerator is here.
     """
     run_dir = run_dir or default_run_dir(recipe)
+    swept = asyncio.run(sweep_dead_runs())
+    if swept:
+        echo(swept.line())
     if recipe.trainer.backend.type == "verl":
         if stop_after_steps is not None:
             raise ValueError(

@@ -18,7 +18,10 @@ in the recipe's mode:
 
 Per step it appends one JSON line to `<run dir>/metrics.jsonl` and prints a progress line; the
 checkpoint (every `checkpoint_interval` steps and at the end) records the sampler cursor and
-the groups launched but not trained, which a resumed run launches first.
+the groups launched but not trained, which a resumed run launches first. A new run starts
+`metrics.jsonl` afresh; a resumed one keeps its rows up to the checkpoint's step
+(`rundir/rewind.py`). An MLflow run of the same run directory left `RUNNING` by a process that
+died is marked `KILLED` when the tracker opens (`tracking/dead_runs.py`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from uni_agent_core.rundir.layout import (
     history_path,
     write_resolved_recipe,
 )
+from uni_agent_core.rundir.rewind import rewind_step_records
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -172,6 +176,7 @@ class TrainingRun:
                 start_step, resumed = checkpoint.step, checkpoint.path
                 mlflow_run = checkpoint.state.get("mlflow_run_id") or mlflow_run
                 self.echo(f"resuming from {checkpoint.path} (step {checkpoint.step})")
+        self._rewind(start_step, resumed=resumed is not None)
         write_resolved_recipe(self.recipe, self.run_dir)
         summary = RunSummary(self.run_dir, start_step, 0, resumed_from=resumed)
         concurrency = episode_concurrency(self.recipe)
@@ -231,6 +236,14 @@ class TrainingRun:
             self._close_tracker(status)
         return summary
 
+    def _rewind(self, start_step: int, *, resumed: bool) -> None:
+        """The run directory's step records as of `start_step`: none for a new run."""
+        dropped = rewind_step_records(self.run_dir, start_step)
+        if dropped and resumed:
+            self.echo(f"dropped {dropped} metrics rows recorded after step {start_step}")
+        elif dropped:
+            self.echo(f"a new run: dropped the {dropped} metrics rows of an earlier run here")
+
     def _record_attempt(self, result: RolloutResult) -> None:
         """One finished episode into the attempt history (the curriculum's record)."""
         assert self.history is not None
@@ -262,10 +275,15 @@ class TrainingRun:
         )
 
     def _open_tracker(self, run_id: str | None, task_count: int) -> None:
+        from uni_agent_core.tracking.dead_runs import mark_dead_runs_killed
         from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 
         recipe = self.recipe
-        self.tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_id=run_id)
+        for dead in mark_dead_runs_killed(recipe.tracking, self.run_dir, keep=run_id):
+            self.echo(f"MLflow run {dead} of this run directory lost its process: marked KILLED")
+        self.tracker = MlflowTracker(
+            recipe.tracking, run_name=recipe.name, run_id=run_id, run_dir=self.run_dir
+        )
         self.tracker.log_params(
             {
                 "recipe": recipe.name,

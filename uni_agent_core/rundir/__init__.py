@@ -1,2 +1,3 @@
-"""What a run directory holds and where: its layout (`layout.py`) and its checkpoints
-(`checkpoint.py`). Training writes them; evaluation, the curriculum and the flows read them."""
+"""What a run directory holds and where: its layout (`layout.py`), its checkpoints
+(`checkpoint.py`) and the rewind of its step records when a run starts (`rewind.py`). Training
+writes them; evaluation, the curriculum and the flows read them."""

@@ -5,7 +5,7 @@ A run directory (`runs/<recipe name>` unless a command names another) holds:
 | path | written by |
 |---|---|
 | `resolved_recipe.yaml` | the run, at start: the recipe after overrides and defaults |
-| `metrics.jsonl` | the step loop, one JSON line per step |
+| `metrics.jsonl` | the step loop, one JSON line per step (rewound at a run's start: `rewind.py`) |
 | `curves.png` | the run, at the end (reward, pass rate, loss, ...) |
 | `trajectories/` | the step loop, sampled episodes per step |
 | `checkpoints/step-*/` | the trainer (`checkpoint.py`) |

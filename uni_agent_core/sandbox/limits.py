@@ -82,6 +82,16 @@ def _controller_hierarchies() -> dict[Controller, _Hierarchy]:
     return found
 
 
+def controller_mounts() -> dict[Controller, Path]:
+    """Where each controller a sandbox cgroup can use is mounted here (both at one v2 mount).
+
+    Sandbox cgroups are created below the creating process's own cgroup, which differs between
+    processes (a systemd scope or a job's cgroup each), so whoever looks for them searches from
+    these mounts.
+    """
+    return {controller: found.mount for controller, found in _controller_hierarchies().items()}
+
+
 class Cgroup:
     """One sandbox's cgroup directories (one per v1 controller, one shared in v2)."""
 

@@ -4,14 +4,18 @@
 recipe's experiment and tracking URI. Metrics are logged per step under their agent-rl names
 (`train/...`, `perf/...`, `curriculum/...`; `@`, which MLflow refuses, becomes `_at_`, so
 `eval/pass@1` is `eval/pass_at_1`); a step already logged — a retried write, or steps
-replayed after a resume — is skipped, so MLflow never holds two points for one step. MLflow is
-imported lazily (it takes seconds).
+replayed after a resume — is skipped, so MLflow never holds two points for one step. A training
+run's tracker is given its run directory: the run is tagged with it and with the process that
+owns it (pid and host), so a later run of that directory can tell a dead owner's `RUNNING` run
+(`dead_runs.py`). MLflow is imported lazily (it takes seconds).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +23,12 @@ from typing import Any
 
 from uni_agent_core.config.evaluation import TrackingConfig
 
+RUN_DIR_TAG = "agent_rl.run_dir"
+"""The run directory (absolute) of a training run's MLflow run."""
+OWNER_PID_TAG = "agent_rl.owner_pid"
+"""The pid of the process that last opened the run."""
+OWNER_HOST_TAG = "agent_rl.owner_host"
+"""The host name of that process."""
 _PROGRESS_KEY = "progress/step"
 _MAX_PARAM_CHARS = 500
 
@@ -49,7 +59,21 @@ def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 class MlflowTracker:
     """One MLflow run; safe to resume."""
 
-    def __init__(self, config: TrackingConfig, *, run_name: str, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        config: TrackingConfig,
+        *,
+        run_name: str,
+        run_id: str | None = None,
+        run_dir: Path | None = None,
+    ) -> None:
+        """Args:
+        config: the recipe's tracking section.
+        run_name: the MLflow run name (unless `config.run_name` names one).
+        run_id: reopen this run (a resumed training run's); None creates one.
+        run_dir: the training run's directory; tags the run with it and with this process as
+            its owner.
+        """
         import mlflow
 
         self._mlflow = mlflow
@@ -67,6 +91,16 @@ class MlflowTracker:
         else:
             run = self.client.create_run(experiment_id, run_name=config.run_name or run_name)
             self.run_id = run.info.run_id
+        if run_dir is not None:
+            from mlflow.entities import RunTag
+
+            owner = {
+                RUN_DIR_TAG: str(run_dir.resolve()),
+                OWNER_PID_TAG: str(os.getpid()),
+                OWNER_HOST_TAG: socket.gethostname(),
+            }
+            tags = [RunTag(key, value) for key, value in owner.items()]
+            self.client.log_batch(self.run_id, tags=tags)
         history = self.client.get_metric_history(self.run_id, _PROGRESS_KEY)
         self.logged_up_to = max((int(m.value) for m in history), default=0)
         """The last step whose metrics are in MLflow."""
