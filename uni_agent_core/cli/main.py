@@ -1,6 +1,9 @@
 """The `agent-rl` console script: a thin argparse front over the library.
 
 Each sub-command parses its arguments and calls one library function; no logic lives here.
+`main` is the one place errors meet the terminal: a recipe or usage error is a few `error:`
+lines and exit 2, Ctrl-C one `interrupted` line and exit 130; anything else is a bug and keeps
+its traceback.
 """
 
 from __future__ import annotations
@@ -10,11 +13,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from uni_agent_core.config.problems import RecipeError
+from uni_agent_core.models import PolicyUnavailableError, resolve_policy
+
+USAGE_ERROR = 2
+"""Exit status of a recipe or usage error (argparse's own)."""
+
+INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT, as shells report it)."""
+
 
 def _cmd_recipe_validate(args: argparse.Namespace) -> int:
+    from uni_agent_core.cli.recipes import load_recipe_here
     from uni_agent_core.config.loading import validate_paths
 
-    return validate_paths(args.paths, out=sys.stdout, err=sys.stderr, overrides=args.set)
+    return validate_paths(
+        args.paths, out=sys.stdout, err=sys.stderr, overrides=args.set, load=load_recipe_here
+    )
 
 
 def _cmd_models_prepare(args: argparse.Namespace) -> int:
@@ -73,26 +88,42 @@ def _gateway_overlay(args: argparse.Namespace, recipe: Any) -> list[str]:
     ):
         if value is not None:
             overlay.append(format_override(key, value))
-    return overlay
+    return overlay + _context_overlay(args.max_total_tokens, recipe)
+
+
+def _context_overlay(max_total_tokens: int | None, recipe: Any) -> list[str]:
+    """Room for `--max-total-tokens` in the training context when the recipe never set it.
+
+    Sessions may not outgrow `trainer.max_context_tokens`; an explicit flag must not be refused
+    by that field's default, so the context grows to fit. A context the recipe or `--set` gave
+    stays, and a flag above it is refused by the recipe's own rule.
+    """
+    trainer = recipe.trainer
+    if (
+        max_total_tokens is None
+        or "max_context_tokens" in trainer.model_fields_set
+        or max_total_tokens <= trainer.max_context_tokens
+    ):
+        return []
+    from uni_agent_core.config.loading import format_override
+
+    return [format_override("trainer.max_context_tokens", max_total_tokens)]
 
 
 def _cmd_gateway_serve(args: argparse.Namespace) -> int:
+    from uni_agent_core.cli.recipes import require_policy
     from uni_agent_core.config.loading import parse_recipe, read_recipe_data
-    from uni_agent_core.config.problems import RecipeError
     from uni_agent_core.gateway.launch import serve
     from uni_agent_core.rollout.build import build_engine, build_session_manager
 
     if args.engine == "openai_server" and not args.engine_url:
-        print("--engine openai_server needs --engine-url URL (repeatable)", file=sys.stderr)
-        return 2
+        print("error: --engine openai_server needs --engine-url URL (repeatable)", file=sys.stderr)
+        return USAGE_ERROR
     data = read_recipe_data(args.recipe) if args.recipe else {"name": "gateway"}
     source = args.recipe or "<gateway serve>"
-    try:
-        given = parse_recipe(data, list(args.set), source=source)
-        recipe = parse_recipe(data, [*args.set, *_gateway_overlay(args, given)], source=source)
-    except RecipeError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    given = parse_recipe(data, list(args.set), source=source)
+    recipe = parse_recipe(data, [*args.set, *_gateway_overlay(args, given)], source=source)
+    require_policy(recipe, source=source)  # the gateway loads the policy's tokenizer here
     manager = build_session_manager(recipe, build_engine(recipe))
     serve(
         manager,
@@ -152,17 +183,17 @@ def _cmd_data_oracle(args: argparse.Namespace) -> int:
 
 def _cmd_curriculum_estimate(args: argparse.Namespace) -> int:
     from uni_agent_core.cli.curriculum import estimate
-    from uni_agent_core.config import load_recipe
+    from uni_agent_core.cli.recipes import load_recipe_here
 
-    recipe = load_recipe(args.recipe, list(args.set))
+    recipe = load_recipe_here(args.recipe, list(args.set))
     return estimate(recipe, n=args.n, max_tasks=args.max_tasks, out=args.out, run_dir=args.run_dir)
 
 
 def _cmd_curriculum_refresh(args: argparse.Namespace) -> int:
     from uni_agent_core.cli.curriculum import refresh
-    from uni_agent_core.config import load_recipe
+    from uni_agent_core.cli.recipes import load_recipe_here
 
-    recipe = load_recipe(args.recipe, list(args.set))
+    recipe = load_recipe_here(args.recipe, list(args.set))
     return refresh(recipe, n=args.n, checkpoint=args.checkpoint, out=args.out, run_dir=args.run_dir)
 
 
@@ -195,9 +226,9 @@ def _add_curriculum_parser(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from uni_agent_core.cli.eval import evaluate_command
-    from uni_agent_core.config import load_recipe
+    from uni_agent_core.cli.recipes import load_recipe_here
 
-    recipe = load_recipe(args.recipe, list(args.set))
+    recipe = load_recipe_here(args.recipe, list(args.set))
     return evaluate_command(
         recipe,
         suite=args.suite,
@@ -258,7 +289,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from uni_agent_core.config import load_recipe
+    from uni_agent_core.cli.recipes import load_recipe_here
     from uni_agent_core.rl.launch import TrainingFailed, launch
     from uni_agent_core.rl.verl.compile import VerlConfigError
     from uni_agent_core.rl.verl.launch import VerlLaunchError
@@ -266,7 +297,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from uni_agent_core.rollout.build import build_tasks
     from uni_agent_core.rundir.layout import METRICS, default_run_dir
 
-    recipe = load_recipe(args.recipe, list(args.set))
+    recipe = load_recipe_here(args.recipe, list(args.set))
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
     mlflow_run_id, tasks = None, None
     if recipe.warm_start.enabled and recipe.trainer.backend.type == "embedded":
@@ -283,7 +314,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     except (VerlConfigError, VerlLaunchError, TrainingFailed, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     last = summary.start_step + summary.steps
     where = (
         f"metrics in {summary.run_dir / METRICS}"
@@ -313,7 +344,7 @@ def _launch_on_verl(recipe: Any, run_dir: str | None, *, dry_run: bool) -> int:
         return launch_recipe(recipe, run_dir=directory, dry_run=dry_run)
     except (VerlConfigError, VerlLaunchError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
 
 
 def _add_data_parser(sub: argparse._SubParsersAction) -> None:
@@ -369,6 +400,15 @@ def _add_data_parser(sub: argparse._SubParsersAction) -> None:
             command.add_argument("--timeout-s", type=float, default=300.0, help="per test run")
 
 
+def _policy_name(value: str) -> str:
+    """argparse type of a policy argument: a name `resolve_policy` knows (a usage error if not)."""
+    try:
+        resolve_policy(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full `agent-rl` argument parser."""
     parser = argparse.ArgumentParser(prog="agent-rl", description=__doc__.splitlines()[0])
@@ -394,7 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = models_sub.add_parser(
         "prepare", help="build or convert a policy into the local cache (no network)"
     )
-    prepare.add_argument("names", nargs="+", help="tiny | smollm2-135m | hf:<dir>")
+    prepare.add_argument(
+        "names", nargs="+", type=_policy_name, help="tiny | smollm2-135m | hf:<dir>"
+    )
     prepare.add_argument("--force", action="store_true", help="rebuild even if cached")
     prepare.set_defaults(func=_cmd_models_prepare)
     listing = models_sub.add_parser("list", help="known policies and their cache state")
@@ -405,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = gateway_sub.add_parser("serve", help="serve the gateway over HTTP (loopback default)")
     serve.add_argument("--recipe", help="take policy, engine and gateway sections from a recipe")
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    serve.add_argument("--model", help="policy: tiny | smollm2-135m | hf:<dir>")
+    serve.add_argument("--model", type=_policy_name, help="policy: tiny | smollm2-135m | hf:<dir>")
     serve.add_argument("--engine", choices=["hf", "openai_server"], default=None)
     serve.add_argument("--engine-url", action="append", default=[], help="vLLM/SGLang server")
     serve.add_argument("--server-api", choices=["vllm", "sglang"], default="vllm")
@@ -418,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = gateway_sub.add_parser(
         "demo", help="a short tool conversation through a live gateway, with its token record"
     )
-    demo.add_argument("--model", default="smollm2-135m")
+    demo.add_argument("--model", type=_policy_name, default="smollm2-135m")
     demo.add_argument("--turns", type=int, default=3)
     demo.set_defaults(func=_cmd_gateway_demo)
 
@@ -502,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="one chat turn with a policy through the HF engine")
     chat.add_argument("prompt")
-    chat.add_argument("--model", default="smollm2-135m")
+    chat.add_argument("--model", type=_policy_name, default="smollm2-135m")
     chat.add_argument("--max-new-tokens", type=int, default=64)
     chat.add_argument("--temperature", type=float, default=0.0)
     chat.set_defaults(func=_cmd_chat)
@@ -510,9 +552,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `agent-rl` console script."""
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    """Entry point of the `agent-rl` console script.
+
+    Returns:
+        The command's exit status; `USAGE_ERROR` after a recipe or usage error, printed as one
+        `error: ...` line per problem on stderr, and `INTERRUPTED` after Ctrl-C.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except RecipeError as error:
+        for problem in error.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return USAGE_ERROR
+    except PolicyUnavailableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return USAGE_ERROR
 
 
 if __name__ == "__main__":

@@ -3,21 +3,44 @@
 Every section model derives from `ConfigModel`, so all of them reject unknown keys and turn the
 docstring under each field into that field's description (what `agent-rl recipe validate` and the
 docs show). Cross-field rules raise `Conflict`, which names the offending keys so the loader can
-report `trainer.batch_size: ...` instead of a bare message.
+report `trainer.batch_size: ...` instead of a bare message. `Duration` is the one type of every
+timeout, deadline and expiry, bounded by `MAX_DURATION_S`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 HostDevice = Literal["cpu", "cuda", "npu", "auto"]
 """Where an in-process component runs; `auto` picks cuda, then npu, then cpu."""
 
 AcceleratorDevice = Literal["cuda", "npu"]
 """Accelerator kind of a GPU/NPU pool (NVIDIA CUDA or Ascend NPU)."""
+
+MAX_DURATION_S = 86_400.0
+"""A day: the most seconds any timeout, deadline or expiry of a recipe may be. No sandbox,
+command, test run, episode or request of a run needs longer; a larger value is a unit slip
+(milliseconds for seconds) or a stand-in for "never", and every wait must have a limit."""
+
+
+def _at_most_a_day(seconds: float) -> float:
+    if seconds > MAX_DURATION_S:
+        raise ValueError(
+            f"{seconds:g} s exceeds 24 h ({MAX_DURATION_S:g} s), the longest timeout a recipe "
+            "may set; every wait needs a real limit"
+        )
+    return seconds
+
+
+Duration = Annotated[
+    float,
+    Field(gt=0, json_schema_extra={"maximum": MAX_DURATION_S}),
+    AfterValidator(_at_most_a_day),
+]
+"""Seconds of a timeout, deadline or expiry: positive and at most `MAX_DURATION_S` (a day)."""
 
 
 class ConfigModel(BaseModel):

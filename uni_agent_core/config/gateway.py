@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from uni_agent_core.config.base import ConfigModel
+from uni_agent_core.config.base import ConfigModel, Duration
 
 
 class SamplingConfig(ConfigModel):
@@ -40,8 +40,9 @@ class GatewayConfig(ConfigModel):
     """Interface to bind; keep loopback unless sandboxes on other hosts must reach it."""
     port: int = Field(default=0, ge=0, le=65_535)
     """TCP port; 0 picks a free port and publishes it to the harnesses."""
-    session_ttl_s: float = Field(default=3600.0, gt=0)
-    """Idle seconds after which a session that was never finalized is dropped."""
+    session_ttl_s: Duration = 3600.0
+    """Idle seconds (at most a day) after which a session that was never finalized is
+    dropped."""
     max_sessions: int = Field(default=1024, ge=1)
     """Most live sessions; creating one more is refused with 429."""
     max_total_tokens: int | None = Field(default=None, ge=1)

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from uni_agent_core.config.base import ConfigModel, raise_conflicts
+from uni_agent_core.config.base import ConfigModel, Duration, raise_conflicts
 
 ToolName = Literal["shell", "editor", "submit", "finish"]
 """Tools the ReAct harness can expose."""
@@ -52,8 +52,8 @@ class ReactHarnessConfig(ConfigModel):
     context_budget_tokens: int | None = Field(default=None, ge=1)
     """Prompt + response tokens a call may reach; passing it ends with `max_tokens`. None uses
     `trainer.max_context_tokens`."""
-    wall_clock_s: float = Field(default=3000.0, gt=0)
-    """Deadline on the whole episode; passing it ends with `timeout`."""
+    wall_clock_s: Duration = 3000.0
+    """Deadline on the whole episode (at most a day); passing it ends with `timeout`."""
 
     @model_validator(mode="after")
     def _check_tools(self) -> ReactHarnessConfig:
@@ -78,8 +78,9 @@ class BlackboxHarnessConfig(ConfigModel):
     command: list[str] = Field(min_length=1)
     """Argument vector of the agent process, run in the sandbox's work directory without a
     shell."""
-    timeout_s: float = Field(default=3000.0, gt=0)
-    """Deadline on the agent process; passing it kills the process tree and ends with `timeout`."""
+    timeout_s: Duration = 3000.0
+    """Deadline on the agent process (at most a day); passing it kills the process tree and ends
+    with `timeout`."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables of the agent process (no secrets: use the blocks store)."""
     max_model_calls: int | None = Field(default=None, ge=1)
@@ -112,8 +113,8 @@ class MiniSweAgentHarnessConfig(ConfigModel):
     """mini-swe-agent YAML (prompts, action regex); None uses agent-rl's bundled default."""
     max_turns: int = Field(default=50, ge=1)
     """Step limit; reaching it ends with `max_turns`."""
-    wall_clock_s: float = Field(default=3000.0, gt=0)
-    """Deadline on the whole episode; passing it ends with `timeout`."""
+    wall_clock_s: Duration = 3000.0
+    """Deadline on the whole episode (at most a day); passing it ends with `timeout`."""
 
 
 HarnessConfig = Annotated[

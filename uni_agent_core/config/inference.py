@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from uni_agent_core.config.base import ConfigModel, HostDevice
+from uni_agent_core.config.base import ConfigModel, Duration, HostDevice
 
 
 class HFEngineConfig(ConfigModel):
@@ -79,11 +79,11 @@ class OpenAIServerEngineConfig(ConfigModel):
     api_key_env: str | None = None
     """Name of the environment variable holding the servers' API key; None sends no key. Keys
     never go into recipes."""
-    connect_timeout_s: float = Field(default=10.0, gt=0)
+    connect_timeout_s: Duration = 10.0
     """Seconds allowed to open a connection before the replica counts as unhealthy."""
-    timeout_s: float | None = Field(default=None, gt=0)
-    """Per-request read timeout; None (the default) waits as long as generation takes, because
-    time limits belong on turns and sandboxes, not on model sampling."""
+    timeout_s: Duration | None = None
+    """Per-request read timeout, at most a day; None (the default) waits as long as generation
+    takes, because time limits belong on turns and sandboxes, not on model sampling."""
     max_retries: int = Field(default=2, ge=0)
     """Retries of a failed request on another healthy replica before it is an engine error."""
     max_model_len: int | None = Field(default=None, ge=1)

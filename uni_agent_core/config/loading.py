@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -172,15 +172,21 @@ def apply_overrides(
 
 
 def validate_paths(
-    paths: Iterable[str | Path], out: TextIO, err: TextIO, overrides: Sequence[str] = ()
+    paths: Iterable[str | Path],
+    out: TextIO,
+    err: TextIO,
+    overrides: Sequence[str] = (),
+    load: Callable[[str | Path, Sequence[str]], Recipe] = load_recipe,
 ) -> int:
     """Validate recipe files, printing `OK <path>` or one line per problem.
 
     Args:
         paths: recipe files.
         out: receives `OK <path>` for every valid file.
-        overrides: `key.sub=value` overrides applied to every file before validation.
         err: receives `<path>: <dotted.key>: <message>` for every problem.
+        overrides: `key.sub=value` overrides applied to every file before validation.
+        load: reads and checks one file, raising `RecipeError`; `load_recipe` by default, the
+            command line's loader adds the checks of the host it runs on.
 
     Returns:
         0 when every file is valid, else 1.
@@ -188,7 +194,7 @@ def validate_paths(
     status = 0
     for path in paths:
         try:
-            load_recipe(path, overrides)
+            load(path, overrides)
         except RecipeError as error:
             status = 1
             for problem in error.problems:

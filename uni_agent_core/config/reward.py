@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from uni_agent_core.config.base import ConfigModel, raise_conflicts
+from uni_agent_core.config.base import ConfigModel, Duration, raise_conflicts
 
 
 class _RewardBase(ConfigModel):
@@ -20,9 +20,9 @@ class _RewardBase(ConfigModel):
     type: str
     """Reward kind; each subclass narrows it to its own tag."""
 
-    test_timeout_s: float = Field(default=900.0, gt=0)
-    """Deadline on running the hidden tests; passing it scores the episode 0 and records a
-    timeout."""
+    test_timeout_s: Duration = 900.0
+    """Deadline on running the hidden tests (at most a day); passing it scores the episode 0 and
+    records a timeout."""
     leak_audit: Literal["off", "flag", "zero"] = "flag"
     """Leak auditor over the trajectory (reading hidden tests, future git history, the gold
     patch): `off`, `flag` the trajectory in metrics, or `zero` its reward as well."""

@@ -2,7 +2,7 @@
 
 A discriminated union on `type`: `local` (a process tree, bubblewrap isolation), `swerex` (a
 SWE-ReX remote runtime), `docker` and `modal`. Every backend states its start, command and
-wall-clock timeouts; no backend waits forever.
+wall-clock timeouts, each at most a day (`Duration`); no backend waits forever.
 """
 
 from __future__ import annotations
@@ -11,10 +11,15 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from uni_agent_core.config.base import ConfigModel, raise_conflicts
+from uni_agent_core.config.base import MAX_DURATION_S, ConfigModel, Duration, raise_conflicts
 
 MODAL_MAX_LIFETIME_S = 24 * 3600
 """Modal's cap on a sandbox's lifetime, in seconds."""
+
+MAX_SANDBOX_MEMORY_MB = 1024 * 1024
+"""1 TiB in MiB: the largest memory cap a sandbox may ask for. One rollout's commands and tests
+never need more, and a larger value is almost always a unit slip (KiB or bytes for MiB) that
+would leave the sandbox uncapped in practice."""
 
 
 class _SandboxLimits(ConfigModel):
@@ -23,12 +28,13 @@ class _SandboxLimits(ConfigModel):
     type: str
     """Sandbox backend; each subclass narrows it to its own tag."""
 
-    startup_timeout_s: float = Field(default=60.0, gt=0)
+    startup_timeout_s: Duration = 60.0
     """Seconds allowed to create the sandbox and check out the task's repository."""
-    exec_timeout_s: float = Field(default=120.0, gt=0)
+    exec_timeout_s: Duration = 120.0
     """Default per-command timeout; the command's process tree is killed when it passes."""
-    wall_clock_s: float = Field(default=3600.0, gt=0)
-    """Hard deadline on the sandbox's whole life; it is torn down when it passes."""
+    wall_clock_s: Duration = 3600.0
+    """Hard deadline on the sandbox's whole life, at most a day; it is torn down when it
+    passes."""
     start_retries: int = Field(default=2, ge=0)
     """Retries of a failed sandbox start before the rollout ends with `sandbox_error`."""
 
@@ -50,8 +56,8 @@ class _SandboxLimits(ConfigModel):
 class _ResourceCaps(_SandboxLimits):
     """Memory and network caps of backends that create the sandbox themselves."""
 
-    memory_mb: int = Field(default=4096, ge=64)
-    """Memory cap in MiB."""
+    memory_mb: int = Field(default=4096, ge=64, le=MAX_SANDBOX_MEMORY_MB)
+    """Memory cap in MiB, at most `MAX_SANDBOX_MEMORY_MB` (1 TiB)."""
     network: bool = False
     """Allow outbound network; off by default so agents cannot fetch fixes."""
 
@@ -66,8 +72,9 @@ class LocalSandboxConfig(_ResourceCaps):
     only uses a scratch directory and rlimits (trusted CI tasks only)."""
     max_processes: int = Field(default=256, ge=1)
     """Cap on processes the agent's commands may create (fork bombs end the rollout)."""
-    cpu_time_s: int | None = Field(default=None, ge=1)
-    """CPU-seconds rlimit of each process; None sets none (the wall-clock limits still hold)."""
+    cpu_time_s: int | None = Field(default=None, ge=1, le=int(MAX_DURATION_S))
+    """CPU-seconds rlimit of each process, at most a day; None sets none (the wall-clock limits
+    still hold)."""
     read_only_paths: list[str] = Field(default_factory=list)
     """Host directories bound read-only into a bubblewrap sandbox besides the system's runtime
     (`/usr`, `/bin`, `/lib*`, a minimal `/etc`): a task interpreter installed elsewhere and its
@@ -97,15 +104,16 @@ class SwerexSandboxConfig(_SandboxLimits):
     """Runtime port; None uses the URL's port."""
     auth_token_env: str | None = None
     """Environment variable holding the runtime's auth token; None sends none."""
-    runtime_timeout_s: float = Field(default=60.0, gt=0)
+    runtime_timeout_s: Duration = 60.0
     """Timeout of each control request to the runtime (not of the command it runs)."""
     deployment: Literal["remote", "local", "docker", "modal"] = "remote"
     """Where the runtime runs: `remote` (at `host`), or a swe-rex `local`, `docker` or `modal`
     deployment started for the sandbox."""
     image: str | None = None
     """Image of a `docker` or `modal` deployment; None uses each task's own image."""
-    memory_mb: int = Field(default=4096, ge=64)
-    """Memory cap in MiB of a `docker` or `modal` deployment."""
+    memory_mb: int = Field(default=4096, ge=64, le=MAX_SANDBOX_MEMORY_MB)
+    """Memory cap in MiB of a `docker` or `modal` deployment, at most `MAX_SANDBOX_MEMORY_MB`
+    (1 TiB)."""
     cpus: float = Field(default=2.0, gt=0)
     """CPU cap of a `docker` or `modal` deployment."""
     max_processes: int = Field(default=1024, ge=1)
@@ -144,7 +152,7 @@ class ModalSandboxConfig(_ResourceCaps):
     """CPU cores per sandbox."""
     region: str | None = None
     """Modal region; None lets Modal choose."""
-    rpc_timeout_s: float = Field(default=60.0, gt=0)
+    rpc_timeout_s: Duration = 60.0
     """Timeout of each Modal call, on top of the command's own time."""
     max_concurrent_starts: int = Field(default=32, ge=1)
     """Global cap on sandboxes being created at once (Modal rate-limits creation)."""

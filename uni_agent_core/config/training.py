@@ -23,6 +23,11 @@ from uni_agent_core.config.base import ConfigModel, raise_conflicts
 TrainingMode = Literal["sync", "colocated_async", "separate_async"]
 """How rollout and training share hardware and time."""
 
+MAX_STEPS = 10_000_000
+"""The most steps a recipe may train for: ten million weight updates, over three months at a
+step a second, where RL runs take hundreds to thousands. A larger value is a typo that would
+only show as a run that never ends."""
+
 
 class StalenessConfig(ConfigModel):
     """Bound on how old the policy behind a trajectory may be when it is trained on."""
@@ -54,14 +59,15 @@ class TrainerConfig(ConfigModel):
     """Tasks per training step; a step trains on `batch_size * group_size` trajectories."""
     lr: float = Field(default=1e-6, gt=0.0)
     """Peak learning rate (AdamW)."""
-    lr_warmup_steps: int = Field(default=0, ge=0)
-    """Steps of linear warm-up to `lr`; constant afterwards."""
+    lr_warmup_steps: int = Field(default=0, ge=0, le=MAX_STEPS)
+    """Steps of linear warm-up to `lr`; constant afterwards. At most `MAX_STEPS`."""
     weight_decay: float = Field(default=0.0, ge=0.0)
     """AdamW weight decay."""
     max_grad_norm: float = Field(default=1.0, gt=0.0)
     """Gradients are clipped to this global norm."""
-    total_steps: int = Field(default=100, ge=1)
-    """Training steps (weight updates of the whole batch) in the run."""
+    total_steps: int = Field(default=100, ge=1, le=MAX_STEPS)
+    """Training steps (weight updates of the whole batch) in the run; at most `MAX_STEPS`
+    (ten million)."""
     max_response_tokens: int = Field(default=4096, ge=1)
     """Most response tokens of one trajectory (sampled tokens plus tool output across turns);
     longer trajectories end with `max_tokens`."""
