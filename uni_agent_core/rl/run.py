@@ -182,7 +182,7 @@ class TrainingRun:
         concurrency = episode_concurrency(self.recipe)
         self._tasks = tasks
         if self.track:
-            self._open_tracker(mlflow_run, len(tasks))
+            self._open_tracker(mlflow_run, len(tasks), resumed=resumed is not None)
         status = "FAILED"
         try:
             lendable = self._trainer_replica(trainer)
@@ -274,16 +274,33 @@ class TrainingRun:
             policy_version=trainer.version,
         )
 
-    def _open_tracker(self, run_id: str | None, task_count: int) -> None:
+    def _open_tracker(self, run_id: str | None, task_count: int, *, resumed: bool) -> None:
+        """Opens the run's MLflow run: the checkpoint's when resumed, else the warm start's
+        (`run_id`) unless an earlier, unresumed training attempt already logged steps there,
+        in which case a new run linked to it by `agent_rl.warm_start_run`."""
         from uni_agent_core.tracking.dead_runs import mark_dead_runs_killed
-        from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
+        from uni_agent_core.tracking.mlflow_tracker import (
+            WARM_START_RUN_TAG,
+            MlflowTracker,
+            steps_logged,
+        )
 
         recipe = self.recipe
-        for dead in mark_dead_runs_killed(recipe.tracking, self.run_dir, keep=run_id):
+        keep = run_id if resumed else None
+        for dead in mark_dead_runs_killed(recipe.tracking, self.run_dir, keep=keep):
             self.echo(f"MLflow run {dead} of this run directory lost its process: marked KILLED")
+        warm_start_run = None
+        if run_id is not None and not resumed and steps_logged(recipe.tracking, run_id):
+            self.echo(
+                f"MLflow run {run_id} holds the steps of an earlier training attempt; this new "
+                "run logs to a new MLflow run"
+            )
+            warm_start_run, run_id = run_id, None
         self.tracker = MlflowTracker(
             recipe.tracking, run_name=recipe.name, run_id=run_id, run_dir=self.run_dir
         )
+        if warm_start_run is not None:
+            self.tracker.client.set_tag(self.tracker.run_id, WARM_START_RUN_TAG, warm_start_run)
         self.tracker.log_params(
             {
                 "recipe": recipe.name,

@@ -29,6 +29,8 @@ OWNER_PID_TAG = "agent_rl.owner_pid"
 """The pid of the process that last opened the run."""
 OWNER_HOST_TAG = "agent_rl.owner_host"
 """The host name of that process."""
+WARM_START_RUN_TAG = "agent_rl.warm_start_run"
+"""The warm start's MLflow run, on a training run that could not continue it."""
 _PROGRESS_KEY = "progress/step"
 _MAX_PARAM_CHARS = 500
 
@@ -54,6 +56,15 @@ def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
             text = value if isinstance(value, str) else json.dumps(value, default=str)
             flat[name] = text[:_MAX_PARAM_CHARS]
     return flat
+
+
+def steps_logged(config: TrackingConfig, run_id: str) -> int:
+    """The last training step whose metrics the MLflow run `run_id` holds (0 for none)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=config.tracking_uri)
+    history = client.get_metric_history(run_id, _PROGRESS_KEY)
+    return max((int(m.value) for m in history), default=0)
 
 
 class MlflowTracker:

@@ -118,3 +118,25 @@ def test_a_resumed_run_drops_the_rows_recorded_after_its_checkpoint(tmp_path: Pa
     assert summary.start_step == 1
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1, 2] and "stale" not in rows[1]
+
+
+def test_a_new_run_does_not_log_into_a_warm_start_run_an_earlier_attempt_filled(
+    tmp_path: Path,
+) -> None:
+    from uni_agent_core.tracking.mlflow_tracker import WARM_START_RUN_TAG, MlflowTracker
+
+    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    overrides = [*SMALL, "harness.max_turns=1", "trainer.total_steps=1"]
+    recipe = load_recipe(CI_SMOKE, [*overrides, f"tracking.tracking_uri={uri}"])
+    # The warm start's run, into which an earlier (killed) training attempt logged step 1.
+    warm = MlflowTracker(recipe.tracking, run_name="warm start")
+    warm.log_step(1, {"train/reward_mean": 0.5})
+
+    TrainingRun(recipe, run_dir=tmp_path / "run", mlflow_run_id=warm.run_id).run()
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(recipe.tracking.experiment).experiment_id
+    (fresh,) = [r for r in client.search_runs([experiment]) if r.info.run_id != warm.run_id]
+    assert fresh.data.tags[WARM_START_RUN_TAG] == warm.run_id
+    steps = client.get_metric_history(fresh.info.run_id, "progress/step")
+    assert [int(m.value) for m in steps] == [1], "the new run's step 1 must be logged"
