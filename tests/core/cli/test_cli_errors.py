@@ -98,20 +98,41 @@ def test_a_usage_error_exits_2_without_a_traceback() -> None:
     assert "unknown policy 'no-such-policy'" in result.stderr
 
 
+def _default_sigint() -> None:
+    """Undo an inherited SIG_IGN for SIGINT in the child before it starts.
+
+    A test run started in the background by a non-interactive shell (`make test &`, CI) has
+    SIGINT ignored, children inherit that, and Python then never turns SIGINT into
+    KeyboardInterrupt; a terminal's Ctrl-C reaches a process with the default disposition.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_exits_130_with_one_line() -> None:
     # A greedy chat of a million tokens runs until interrupted; SIGINT lands once the policy
     # is loading, well inside main().
     chat = [*AGENT_RL, "chat", "hi", "--model", "tiny", "--max-new-tokens", "1000000"]
-    process = subprocess.Popen(chat, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        chat,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
     assert process.stderr is not None
-    seen, deadline = b"", time.monotonic() + 120
-    while b"Loading weights" not in seen:
-        assert process.poll() is None and time.monotonic() < deadline, seen.decode()
-        if select.select([process.stderr], [], [], 1.0)[0]:
-            seen += os.read(process.stderr.fileno(), 65536)
-    time.sleep(1.0)
-    process.send_signal(signal.SIGINT)
-    _, rest = process.communicate(timeout=60)
+    try:
+        seen, deadline = b"", time.monotonic() + 120
+        while b"Loading weights" not in seen:
+            assert process.poll() is None and time.monotonic() < deadline, seen.decode()
+            if select.select([process.stderr], [], [], 1.0)[0]:
+                seen += os.read(process.stderr.fileno(), 65536)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:  # never leave the million-token chat running
+            process.kill()
+            process.wait()
     err = (seen + rest).decode()
     assert process.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
