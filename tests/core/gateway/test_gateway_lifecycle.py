@@ -18,6 +18,7 @@ import pytest
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.session import GatewaySession
 from uni_agent_core.gateway.testing import running_gateway
+from uni_agent_core.inference.scripted import ScriptedEngine
 
 ROOT = Path(__file__).resolve().parents[3]
 GENERATION_S = 3.0
@@ -67,6 +68,7 @@ def test_a_non_streaming_generation_ends_when_its_client_leaves(gateway) -> None
     assert _wait_until(lambda: not session.busy, 1.5), "the generation outlived its client"
     time.sleep(GENERATION_S)  # long enough for an orphaned generation to have committed
     assert session.calls == [] and session.trajectories() == []
+    assert manager.metrics.abandoned_generations == 1
 
 
 def test_deleting_a_session_aborts_its_generation(gateway) -> None:
@@ -96,6 +98,35 @@ def test_deleting_a_session_aborts_its_generation(gateway) -> None:
     (response,) = answered
     assert response.status_code == 409
     assert response.json()["type"] == "error"
+    assert session.calls == [] and session.trajectories() == []
+
+
+def test_deleting_a_session_ends_its_stream_with_an_error(gateway) -> None:
+    url, engine, manager = gateway
+    engine.delay = GENERATION_S
+    created, session = _open(url, manager)
+    events: list[str] = []
+
+    def stream() -> None:
+        with httpx.stream(
+            "POST",
+            created["openai_base_url"] + "/chat/completions",
+            json={**CHAT, "stream": True},
+            headers=_headers(created),
+            timeout=30,
+        ) as response:
+            events.extend(line for line in response.iter_lines() if line.startswith("data: "))
+
+    reader = threading.Thread(target=stream)
+    started = time.monotonic()
+    reader.start()
+    assert _wait_until(lambda: session.busy, 2)
+    httpx.delete(f"{url}/sessions/{created['session_id']}", headers=_headers(created))
+    reader.join(timeout=10)
+    assert time.monotonic() - started < GENERATION_S, "the stream ran to its end"
+    assert events[-1] == "data: [DONE]"
+    error = json.loads(events[-2].removeprefix("data: "))["error"]
+    assert "closed while generating" in error["message"]
     assert session.calls == [] and session.trajectories() == []
 
 
@@ -155,13 +186,24 @@ def test_the_engines_context_window_bounds_a_session_without_a_capacity(tiny_tok
     assert response.json()["error"]["code"] == "context_length_exceeded"
 
 
-def test_max_tokens_is_bounded_by_what_is_left_of_the_context(gateway) -> None:
-    url, engine, manager = gateway
-    created, session = _open(url, manager, max_total_tokens=64)
-    body = {**CHAT, "max_tokens": 100_000}
-    response = httpx.post(
-        created["openai_base_url"] + "/chat/completions", json=body, headers=_headers(created)
-    )
+class WindowedEngine(ScriptedEngine):
+    """A scripted engine with a 64-token context window, as `HFEngine` reports its own."""
+
+    max_model_len = 64
+
+
+@pytest.mark.parametrize("bound_by", ["session", "engine"])
+def test_max_tokens_is_bounded_by_what_is_left_of_the_context(tiny_tokenizer, bound_by) -> None:
+    engine = (WindowedEngine if bound_by == "engine" else ScriptedEngine)(tiny_tokenizer)
+    manager = SessionManager(engine, tiny_tokenizer)
+    capacity = {"max_total_tokens": 64} if bound_by == "session" else {}
+    with running_gateway(manager, model_name="tiny") as url:
+        created, _ = _open(url, manager, **capacity)
+        response = httpx.post(
+            created["openai_base_url"] + "/chat/completions",
+            json={**CHAT, "max_tokens": 10**12},
+            headers=_headers(created),
+        )
     assert response.status_code == 200
     prompt_tokens = response.json()["usage"]["prompt_tokens"]
     assert engine.requests[-1].max_new_tokens == 64 - prompt_tokens
@@ -237,23 +279,33 @@ def test_sigterm_stops_the_server_within_seconds_while_it_generates() -> None:
     try:
         created = httpx.post(url + "/sessions", json={}, timeout=10).json()
         body = {**CHAT, "max_tokens": 8000, "temperature": 1.0}
+        outcome: list[httpx.Response | httpx.HTTPError] = []
 
         def ask() -> None:
-            with pytest.raises(httpx.HTTPError):
-                httpx.post(
-                    created["openai_base_url"] + "/chat/completions",
-                    json=body,
-                    headers=_headers(created),
-                    timeout=120,
-                ).raise_for_status()
+            try:
+                outcome.append(
+                    httpx.post(
+                        created["openai_base_url"] + "/chat/completions",
+                        json=body,
+                        headers=_headers(created),
+                        timeout=120,
+                    )
+                )
+            except httpx.HTTPError as exc:
+                outcome.append(exc)
 
-        threading.Thread(target=ask, daemon=True).start()
+        asker = threading.Thread(target=ask, daemon=True)
+        asker.start()
         time.sleep(2.0)  # the generation is under way
         stopping = time.monotonic()
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
         assert time.monotonic() - stopping < 6.0
-        assert server.returncode is not None
+        asker.join(timeout=10)
+        # The client saw its request cut (a 500 from uvicorn, or the connection dropped), not an
+        # answer the server finished generating after it was told to stop.
+        (answer,) = outcome
+        assert isinstance(answer, httpx.HTTPError) or answer.status_code == 500
     finally:
         if server.poll() is None:
             server.kill()
