@@ -171,6 +171,10 @@ def apply_overrides(
     return result
 
 
+INVALID_RECIPE = 2
+"""Exit status of `agent-rl recipe validate` when a file has problems."""
+
+
 def validate_paths(
     paths: Iterable[str | Path],
     out: TextIO,
@@ -189,14 +193,15 @@ def validate_paths(
             command line's loader adds the checks of the host it runs on.
 
     Returns:
-        0 when every file is valid, else 1.
+        0 when every file is valid, else `INVALID_RECIPE` (2, like every command's recipe
+        error).
     """
     status = 0
     for path in paths:
         try:
             load(path, overrides)
         except RecipeError as error:
-            status = 1
+            status = INVALID_RECIPE
             for problem in error.problems:
                 print(problem, file=err)
         else:

