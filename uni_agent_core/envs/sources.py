@@ -16,7 +16,7 @@ from typing import Any
 
 from uni_agent_core.config.tasks import MicroSweTasksConfig, TasksConfig
 from uni_agent_core.envs.micro_swe.generator import TASKS_FILE, generate, write_dataset
-from uni_agent_core.envs.micro_swe.keys import dataset_key
+from uni_agent_core.envs.micro_swe.keys import KEY_FILE, dataset_key
 from uni_agent_core.envs.r2e_gym import r2e_gym_task
 from uni_agent_core.envs.swe_bench import swe_bench_task, swe_rebench_task
 from uni_agent_core.types import TaskSpec
@@ -157,7 +157,9 @@ def load_tasks(config: TasksConfig, *, cache: Path | None = None) -> list[TaskSp
     """
     if isinstance(config, MicroSweTasksConfig):
         directory = micro_swe_dir(config, cache)
-        if not (directory / TASKS_FILE).is_file():
+        # A cached dataset without its key was made by an unkeyed generator, which anyone can
+        # rerun: it is made again, keyed.
+        if not (directory / TASKS_FILE).is_file() or not (directory / KEY_FILE).is_file():
             key = dataset_key(directory, cache)
             tasks = generate(config.n, config.seed, config.levels, config.split, key=key)
             write_dataset(tasks, directory, key=key)

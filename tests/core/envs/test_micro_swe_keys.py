@@ -73,3 +73,13 @@ def test_the_cli_reuses_a_dataset_key_and_takes_one_from_a_file(
         main([*base, "--out", str(tmp_path / "d"), "--key-file", str(tmp_path / "weak.key")]) == 2
     )
     assert "at least 32" in capsys.readouterr().err
+
+
+def test_a_cached_dataset_made_without_a_key_is_made_again(tmp_path: Path) -> None:
+    config = MicroSweTasksConfig(n=1, seed=3)
+    load_tasks(config, cache=tmp_path)
+    directory = micro_swe_dir(config, tmp_path)
+    (directory / KEY_FILE).unlink()  # as an earlier, unkeyed version of the generator left it
+    (directory / "tasks.jsonl").write_text("")
+    (task,) = load_tasks(config, cache=tmp_path)
+    assert (directory / KEY_FILE).is_file() and task.patch
