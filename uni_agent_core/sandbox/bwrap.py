@@ -141,9 +141,14 @@ def installed_agent_rl_packages(bound: Sequence[str]) -> list[str]:
                     str(site / name) for name in AGENT_RL_PACKAGES if (site / name).is_dir()
                 )
     own = Path(__file__).resolve().parents[1]
-    if any(root == own or root in own.parents for root in roots):
+    if _under(own, roots):
         found.add(str(own))
     return sorted(found)
+
+
+def _under(path: Path, roots: Sequence[Path]) -> bool:
+    """Whether `path` is one of `roots` or lies below one."""
+    return any(root == path or root in path.parents for root in roots)
 
 
 def hide_args(paths: Sequence[str], bound: Sequence[str]) -> list[str]:
@@ -153,7 +158,7 @@ def hide_args(paths: Sequence[str], bound: Sequence[str]) -> list[str]:
     args: list[str] = []
     for raw in paths:
         path = Path(raw)
-        if not any(root == path or root in path.parents for root in roots):
+        if not _under(path, roots):
             continue
         if path.is_dir():
             args += ["--tmpfs", raw]
@@ -162,25 +167,24 @@ def hide_args(paths: Sequence[str], bound: Sequence[str]) -> list[str]:
     return args
 
 
-def bwrap_options(
+def sandbox_options(
     *,
     workspace_host: Path,
     tmp_host: Path,
     mount_point: PurePosixPath,
-    cwd: PurePosixPath,
-    env: Mapping[str, str],
     network: bool,
     read_only_paths: Sequence[str] = (),
     hidden: Sequence[str] = (),
 ) -> list[str]:
-    """Every bwrap option of one command in the sandbox (the command itself not included).
+    """The bwrap options one sandbox's commands share: mounts, namespaces, identity.
+
+    Computed once per sandbox (it reads the host's file system); `command_options` adds what
+    differs per command.
 
     Args:
         workspace_host: Host directory bound read-write at `mount_point`.
         tmp_host: Host directory bound read-write at `/tmp`.
         mount_point: The workspace inside the sandbox (`/workspace`).
-        cwd: Working directory inside the sandbox.
-        env: The command's whole environment (everything else is cleared).
         network: Share the host's network namespace (otherwise only a private loopback).
         read_only_paths: Host directories bound read-only besides the system's runtime.
         hidden: Host paths to cover where they lie under a bound directory (task data).
@@ -196,7 +200,13 @@ def bwrap_options(
     argv += ["--gid", str(SANDBOX_UID), "--cap-drop", "ALL", "--hostname", "sandbox"]
     if network:
         argv.append("--share-net")
-    argv += ["--die-with-parent", "--new-session", "--chdir", str(cwd), "--clearenv"]
+    return [*argv, "--die-with-parent", "--new-session"]
+
+
+def command_options(*, cwd: PurePosixPath, env: Mapping[str, str]) -> list[str]:
+    """The bwrap options of one command: its working directory and whole environment
+    (everything else is cleared)."""
+    argv = ["--chdir", str(cwd), "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
     return argv

@@ -27,7 +27,13 @@ from typing import Any, TypeVar
 
 from uni_agent_core.config.sandbox import LocalSandboxConfig
 from uni_agent_core.sandbox.base import ExecResult, SandboxError
-from uni_agent_core.sandbox.bwrap import bwrap_argv, bwrap_options, find_bwrap, options_file
+from uni_agent_core.sandbox.bwrap import (
+    bwrap_argv,
+    command_options,
+    find_bwrap,
+    options_file,
+    sandbox_options,
+)
 from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, settings_for
 from uni_agent_core.sandbox.limits import Limits, join_argv
 from uni_agent_core.sandbox.process import kill_group, run_process
@@ -119,6 +125,8 @@ class LocalSandbox(SandboxLifecycle):
         self._root: Path | None = None
         self._bwrap = ""
         self._bash = ""
+        self._sandbox_options: list[str] = []
+        """bwrap's options shared by every command (`sandbox_options`), set by `start()`."""
         self._init_lifecycle(
             workdir=workdir, env=env, max_output_bytes=max_output_bytes, diff_base=diff_base
         )
@@ -164,6 +172,16 @@ class LocalSandbox(SandboxLifecycle):
             cpu_time_s=self.config.cpu_time_s,
             use_cgroups=self.use_cgroups,
         )
+
+        if self.config.isolation == "bubblewrap":
+            self._sandbox_options = sandbox_options(
+                workspace_host=root / "workspace",
+                tmp_host=root / "tmp",
+                mount_point=MOUNT_POINT,
+                network=self.config.network,
+                read_only_paths=self.config.read_only_paths,
+                hidden=[*self.hide_paths, *self._hidden_root_dir(), *self._hidden_host_data()],
+            )
 
         self._arm_deadline()
         probe = await self.exec("exit 0", timeout=self.startup_timeout_s, cwd=str(self._mount))
@@ -217,18 +235,8 @@ class LocalSandbox(SandboxLifecycle):
         command_argv = [*limits.prefix, self._bash, "-c", command]
         options_fd: int | None = None
         if self.config.isolation == "bubblewrap":
-            options_fd = options_file(
-                bwrap_options(
-                    workspace_host=root / "workspace",
-                    tmp_host=root / "tmp",
-                    mount_point=MOUNT_POINT,
-                    cwd=work,
-                    env=env_all,
-                    network=self.config.network,
-                    read_only_paths=self.config.read_only_paths,
-                    hidden=[*self.hide_paths, *self._hidden_root_dir(), *self._hidden_host_data()],
-                )
-            )
+            per_command = command_options(cwd=work, env=env_all)
+            options_fd = options_file([*self._sandbox_options, *per_command])
             argv = bwrap_argv(self._bwrap, options_fd=options_fd, command=command_argv)
             host_cwd, process_env = root, {"PATH": os.environ.get("PATH", DEFAULT_PATH)}
         else:

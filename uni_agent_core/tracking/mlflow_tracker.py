@@ -62,7 +62,10 @@ def steps_logged(config: TrackingConfig, run_id: str) -> int:
     """The last training step whose metrics the MLflow run `run_id` holds (0 for none)."""
     import mlflow
 
-    client = mlflow.MlflowClient(tracking_uri=config.tracking_uri)
+    return _last_step(mlflow.MlflowClient(tracking_uri=config.tracking_uri), run_id)
+
+
+def _last_step(client: Any, run_id: str) -> int:
     history = client.get_metric_history(run_id, _PROGRESS_KEY)
     return max((int(m.value) for m in history), default=0)
 
@@ -112,8 +115,7 @@ class MlflowTracker:
             }
             tags = [RunTag(key, value) for key, value in owner.items()]
             self.client.log_batch(self.run_id, tags=tags)
-        history = self.client.get_metric_history(self.run_id, _PROGRESS_KEY)
-        self.logged_up_to = max((int(m.value) for m in history), default=0)
+        self.logged_up_to = _last_step(self.client, self.run_id)
         """The last step whose metrics are in MLflow."""
 
     def log_params(self, params: Mapping[str, Any]) -> None:

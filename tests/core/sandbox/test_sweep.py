@@ -8,7 +8,6 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,23 +15,6 @@ import pytest
 from uni_agent_core.sandbox.limits import Cgroup, join_argv
 from uni_agent_core.sandbox.local import SANDBOX_DIR_PREFIX
 from uni_agent_core.sandbox.sweep import owner_alive, sweep_dead_runs
-
-
-@pytest.fixture
-def dead_pid() -> int:
-    """The pid of a process that has exited and been reaped."""
-    process = subprocess.Popen(["true"])
-    process.wait()
-    return process.pid
-
-
-@pytest.fixture
-def live_pid() -> Iterator[int]:
-    """The pid of a live process that is not this one."""
-    process = subprocess.Popen(["sleep", "60"])
-    yield process.pid
-    process.kill()
-    process.wait()
 
 
 def _sandbox_dir(root: Path, pid: int) -> Path:

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
-import pytest
 
 from uni_agent_core.config.evaluation import TrackingConfig
 from uni_agent_core.tracking.dead_runs import mark_dead_runs_killed
@@ -21,21 +18,6 @@ from uni_agent_core.tracking.mlflow_tracker import (
     RUN_DIR_TAG,
     MlflowTracker,
 )
-
-
-@pytest.fixture
-def dead_pid() -> int:
-    process = subprocess.Popen(["true"])
-    process.wait()
-    return process.pid
-
-
-@pytest.fixture
-def live_pid() -> Iterator[int]:
-    process = subprocess.Popen(["sleep", "60"])
-    yield process.pid
-    process.kill()
-    process.wait()
 
 
 def test_a_run_is_tagged_with_its_directory_and_owner(tmp_path: Path) -> None:
