@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import bisect
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from uni_agent_core.inference.types import TokenOutput
@@ -63,6 +65,13 @@ class GatewayMetrics:
     heap_trim_seconds: float = 0.0
     request_latency: Histogram = field(default_factory=Histogram)
     engine_latency: Histogram = field(default_factory=Histogram)
+    ignored_fields: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(protocol, field) -> requests that carried the field, accepted and dropped."""
+
+    def observe_ignored(self, protocol: str, fields: Iterable[str]) -> None:
+        """Count the fields one request of `protocol` carried that the gateway ignored."""
+        for name in fields:
+            self.ignored_fields[protocol, name] += 1
 
     def observe_heap_trim(self, seconds: float) -> None:
         self.heap_trims += 1
@@ -122,6 +131,15 @@ class GatewayMetrics:
             "# HELP agent_rl_gateway_live_sessions live sessions",
             "# TYPE agent_rl_gateway_live_sessions gauge",
             f"agent_rl_gateway_live_sessions {self.live_sessions}",
+        ]
+        ignored = "agent_rl_gateway_ignored_request_fields_total"
+        lines += [
+            f"# HELP {ignored} requests that carried a field the gateway accepted and ignored",
+            f"# TYPE {ignored} counter",
+        ]
+        lines += [
+            f'{ignored}{{protocol="{protocol}",field="{name}"}} {count}'
+            for (protocol, name), count in sorted(self.ignored_fields.items())
         ]
         lines += self.request_latency.render(
             "agent_rl_gateway_request_seconds", "chat request latency"

@@ -70,6 +70,10 @@ class ChatRequest(BaseModel):
     n: int = Field(default=1, ge=1, le=64)
     """Samples to draw; each becomes its own (sibling) chain."""
     stream: bool = False
+    ignored: tuple[str, ...] = ()
+    """Request fields the adapter accepted and dropped because they cannot change the sampled
+    tokens (`context_management`, `cache_control`, `metadata`, ...), as dotted names without
+    indices; the server counts them per field in `/metrics`."""
 
 
 FinishReasonOut = Literal["stop", "length", "tool_calls"]

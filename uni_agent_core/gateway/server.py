@@ -340,6 +340,7 @@ def create_app(
             include_usage = openai_include_usage(payload)
         except (_Rejected, WireError) as exc:
             return error_response(_openai_envelope, exc)
+        manager.metrics.observe_ignored("openai", chat.ignored)
         del payload  # the parsed body is not held while generating (the session has its tokens)
         response_id = "chatcmpl-" + uuid.uuid4().hex
         created = int(time.time())
@@ -402,6 +403,7 @@ def create_app(
             chat = parse_anthropic_request(await read_json(request), session.history)
         except (_Rejected, WireError) as exc:
             return error_response(_anthropic_envelope, exc)
+        manager.metrics.observe_ignored("anthropic", chat.ignored)
         message_id = "msg_" + uuid.uuid4().hex
         if chat.stream:
             return StreamingResponse(

@@ -150,6 +150,7 @@ def parse_openai_request(payload: Any, history: HistoryCache | None = None) -> C
         sampling=_parse_sampling(body),
         n=n or 1,
         stream=stream,
+        ignored=tuple(sorted(_IGNORED_KEYS.intersection(body))),
     )
 
 
