@@ -10,10 +10,21 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.agent-rl-setup
 PYTEST_ARGS ?=
+# The agent CLIs trained black-box (Claude Code, Codex), at the versions pinned in
+# uni_agent_core/config/harness.py, installed with npm into this git-ignored prefix.
+AGENT_CLIS := .agent-clis
+AGENT_CLIS_STAMP := $(AGENT_CLIS)/.agent-rl-pins
 
 .PHONY: setup test demo lint bench-engine clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(AGENT_CLIS_STAMP)
+
+$(AGENT_CLIS_STAMP): $(STAMP) uni_agent_core/config/harness.py
+	@if command -v npm >/dev/null 2>&1; then \
+	  $(BIN)/agent-rl agents install --prefix $(AGENT_CLIS) && touch $@; \
+	else \
+	  echo "note: npm is missing; the claude_code and codex harnesses need it: install Node.js 18+"; \
+	fi
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,4 +75,4 @@ bench-engine: setup
 	$(BIN)/python bench/engine.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(AGENT_CLIS) .pytest_cache .ruff_cache .hypothesis

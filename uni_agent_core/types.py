@@ -158,6 +158,8 @@ class RolloutResult(BaseModel):
     step's group metrics compare episodes of one group only: two groups of one task in a step
     (an epoch wrap, a probe, a group launched ahead) stay two groups. Empty means the episode's
     own task is its group (`group_key`)."""
+    harness: str = ""
+    """The harness that played it: its type, or its name in a `mix` (per-harness metrics)."""
     trajectories: list[Trajectory] = Field(default_factory=list)
     """Every chain the gateway recorded for the episode (several when the harness split it)."""
     turns: int = 0

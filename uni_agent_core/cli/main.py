@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from uni_agent_core.config.problems import RecipeError
+from uni_agent_core.harness.agent_clis import AgentCliError
 from uni_agent_core.models import PolicyUnavailableError, resolve_policy
 
 USAGE_ERROR = 2
@@ -46,6 +47,31 @@ def _cmd_models_list(args: argparse.Namespace) -> int:
 
     for line in describe_policies():
         print(line)
+    return 0
+
+
+def _cmd_agents(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from uni_agent_core.harness.agent_clis import AGENT_CLIS, default_prefix, install
+
+    prefix = Path(args.prefix).resolve() if args.prefix else default_prefix()
+    unknown = sorted(set(args.names) - set(AGENT_CLIS))
+    if unknown:
+        print(
+            f"error: unknown agent CLI {unknown}; known: {', '.join(AGENT_CLIS)}", file=sys.stderr
+        )
+        return USAGE_ERROR
+    clis = [AGENT_CLIS[name] for name in (args.names or AGENT_CLIS)]
+    if args.agents_command == "install":
+        print(f"installing {', '.join(c.title for c in clis)} with npm into {prefix}", flush=True)
+        for line in install(clis, prefix):
+            print(line)
+        return 0
+    for cli in clis:
+        installed = cli.installed_version(prefix)
+        state = "not installed" if installed is None else f"installed {installed}"
+        print(f"{cli.name}: {cli.title} {cli.package}@{cli.version} (pinned), {state} in {prefix}")
     return 0
 
 
@@ -442,6 +468,18 @@ def build_parser() -> argparse.ArgumentParser:
     listing = models_sub.add_parser("list", help="known policies and their cache state")
     listing.set_defaults(func=_cmd_models_list)
 
+    agents = sub.add_parser("agents", help="the agent CLIs trained black-box (Claude Code, Codex)")
+    agents.add_argument(
+        "agents_command",
+        choices=["install", "list"],
+        help="install: the pinned releases with npm; list: pinned and installed versions",
+    )
+    agents.add_argument("names", nargs="*", help="claude_code, codex (default: both)")
+    agents.add_argument(
+        "--prefix", help="npm prefix (default: $AGENT_RL_AGENT_CLIS or the project's .agent-clis)"
+    )
+    agents.set_defaults(func=_cmd_agents)
+
     gateway = sub.add_parser("gateway", help="the OpenAI/Anthropic-compatible gateway")
     gateway_sub = gateway.add_subparsers(dest="gateway_command", required=True)
     serve = gateway_sub.add_parser("serve", help="serve the gateway over HTTP (loopback default)")
@@ -568,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return USAGE_ERROR
-    except PolicyUnavailableError as error:
+    except (PolicyUnavailableError, AgentCliError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
 

@@ -1,7 +1,8 @@
 """Recipes for the commands that run them on this host: the model's checks plus the host's.
 
 The recipe model (`config/`) checks a recipe wherever it is read. What only the host can tell,
-that the policy can be loaded here, is checked here, before a command starts any work, so
+that the policy can be loaded here and that the agent CLIs its harness runs are installed, is
+checked here, before a command starts any work, so
 `agent-rl recipe validate`, `train`, `eval`, `curriculum` and `gateway serve` refuse the same
 recipes with the same `file: policy.name: ...` line instead of failing minutes later.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from uni_agent_core.config import Recipe, load_recipe
 from uni_agent_core.config.problems import RecipeError, RecipeProblem
+from uni_agent_core.harness.agent_clis import agent_cli_problems
 from uni_agent_core.models import PolicyUnavailableError, resolve_policy
 from uni_agent_core.models.smollm2 import smollm2_gguf_path
 
@@ -32,6 +34,12 @@ def load_recipe_here(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
         # verl's workers load the policy on the pool's nodes, which need not be this host;
         # `agent-rl verl launch` checks it as it starts.
         require_policy(recipe, source=str(path))
+    problems = [
+        RecipeProblem(str(path), key, message)
+        for key, message in agent_cli_problems(recipe.harness)
+    ]
+    if problems:
+        raise RecipeError(problems)
     return recipe
 
 

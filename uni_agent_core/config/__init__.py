@@ -19,8 +19,11 @@ from uni_agent_core.config.evaluation import EvalConfig, TrackingConfig
 from uni_agent_core.config.gateway import GatewayConfig, SamplingConfig
 from uni_agent_core.config.harness import (
     BlackboxHarnessConfig,
+    ClaudeCodeHarnessConfig,
+    CodexHarnessConfig,
     HarnessConfig,
     MiniSweAgentHarnessConfig,
+    MixHarnessConfig,
     ReactHarnessConfig,
 )
 from uni_agent_core.config.inference import (
@@ -64,6 +67,8 @@ __all__ = [
     "ActorParallelConfig",
     "AlgorithmConfig",
     "BlackboxHarnessConfig",
+    "ClaudeCodeHarnessConfig",
+    "CodexHarnessConfig",
     "ConfigModel",
     "Conflict",
     "CurriculumConfig",
@@ -76,6 +81,7 @@ __all__ = [
     "HarnessConfig",
     "LocalSandboxConfig",
     "MiniSweAgentHarnessConfig",
+    "MixHarnessConfig",
     "ModalSandboxConfig",
     "MicroSweTasksConfig",
     "OpenAIServerEngineConfig",

@@ -1,7 +1,9 @@
 """The harness section: the agent program that drives a rollout through a gateway session.
 
 A discriminated union on `type`: `react` (the white-box ReAct loop with swappable error
-policies), `blackbox` (any command pointed at the session's base URLs) and `mini_swe_agent`.
+policies), `blackbox` (any command pointed at the session's base URLs), `mini_swe_agent`, the
+real agent CLIs `claude_code` and `codex` (pinned versions, installed by `make setup`), and
+`mix`, which picks one of several harnesses per task so that one run trains them side by side.
 A harness never computes reward; its budgets end an episode with a named `ExitReason`.
 """
 
@@ -117,11 +119,150 @@ class MiniSweAgentHarnessConfig(ConfigModel):
     """Deadline on the whole episode (at most a day); passing it ends with `timeout`."""
 
 
+CLAUDE_CODE_VERSION = "2.1.328"
+"""The Claude Code release (`@anthropic-ai/claude-code` on npm) that `make setup` installs."""
+CODEX_VERSION = "0.169.0"
+"""The Codex CLI release (`@openai/codex` on npm) that `make setup` installs."""
+
+
+class AgentCliHarnessConfig(ConfigModel):
+    """What the Claude Code and Codex presets share: a real agent CLI run against the session.
+
+    The harness writes the CLI's own configuration into a private home next to the repository
+    (outside the diff), points it at the session's URLs, and turns off its telemetry, updater
+    and every other network use; the agent's model calls are the only traffic it makes.
+    """
+
+    version: str
+    """The CLI release to run; it must be the one installed (`agent-rl agents list`)."""
+    where: Literal["sandbox", "host"] = "sandbox"
+    """`sandbox` runs the CLI inside the task's sandbox (a bubblewrap sandbox then needs
+    `network: true` to reach the gateway on loopback, and the CLI prefix among its
+    `read_only_paths`); `host` runs it on this host in the sandbox's repository (a local
+    sandbox only; the agent is then not isolated)."""
+    max_turns: int = Field(default=30, ge=1)
+    """Most model calls of the episode's main conversation; more ends with `max_turns`."""
+    timeout_s: Duration = 1800.0
+    """Deadline on the CLI process (at most a day); passing it kills its process tree and ends
+    with `timeout`."""
+    prompt: str = (
+        "{problem_statement}\n\nThe repository is the current directory. Make the change the "
+        "issue asks for by editing its files. Do not commit."
+    )
+    """The task message the CLI gets; `{problem_statement}` is replaced by the task's."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables of the CLI (no secrets: use the blocks store)."""
+    extra_args: list[str] = Field(default_factory=list)
+    """More command-line arguments, appended after the preset's own."""
+    cli_prefix: Path | None = None
+    """The npm prefix the CLIs are installed under; None uses `AGENT_RL_AGENT_CLIS` or the
+    project's `.agent-clis/` (where `make setup` puts them)."""
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in value if not _ENV_NAME.match(name)]
+        if bad:
+            raise ValueError(f"invalid environment variable names: {bad}")
+        return value
+
+    @field_validator("prompt")
+    @classmethod
+    def _check_prompt(cls, value: str) -> str:
+        if "{problem_statement}" not in value:
+            raise ValueError("the prompt must contain {problem_statement}")
+        return value
+
+
+class ClaudeCodeHarnessConfig(AgentCliHarnessConfig):
+    """Claude Code (`claude -p`) over the session's Anthropic Messages URL."""
+
+    type: Literal["claude_code"] = "claude_code"
+    """Selects the Claude Code preset."""
+    version: str = CLAUDE_CODE_VERSION
+    """The Claude Code release to run."""
+    allowed_tools: list[str] = Field(
+        default_factory=lambda: ["Bash", "Read", "Edit", "Write", "Glob", "Grep"]
+    )
+    """Claude Code's tools the agent may use (`--tools`); all others are removed from its
+    prompt."""
+
+
+class CodexHarnessConfig(AgentCliHarnessConfig):
+    """Codex CLI (`codex exec`) over the session's OpenAI Responses URL."""
+
+    type: Literal["codex"] = "codex"
+    """Selects the Codex preset."""
+    version: str = CODEX_VERSION
+    """The Codex release to run."""
+
+
+LeafHarnessConfig = Annotated[
+    ReactHarnessConfig
+    | BlackboxHarnessConfig
+    | MiniSweAgentHarnessConfig
+    | ClaudeCodeHarnessConfig
+    | CodexHarnessConfig,
+    Field(discriminator="type"),
+]
+"""A harness that runs an episode itself (every type but `mix`)."""
+
+
+class MixMember(ConfigModel):
+    """One harness of a mix and its share of the tasks."""
+
+    name: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    """The name its metrics are logged under (`train/harness/<name>/...`); default its type."""
+    weight: float = Field(default=1.0, gt=0.0)
+    """Its share of the tasks, relative to the other members' weights."""
+    harness: LeafHarnessConfig
+    """The harness."""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.harness.type
+
+
+class MixHarnessConfig(ConfigModel):
+    """Several harnesses in one run, chosen per task.
+
+    Each task is given one member, by a hash of its id weighted by `weight`, so all samples of a
+    task's group (which GRPO compares with one another) run under one harness, the same in every
+    step and in evaluation.
+    """
+
+    type: Literal["mix"] = "mix"
+    """Selects the mix."""
+    harnesses: list[MixMember] = Field(min_length=1)
+    """The members; their names must differ."""
+
+    @model_validator(mode="after")
+    def _check_names(self) -> MixHarnessConfig:
+        labels = [member.label for member in self.harnesses]
+        if len(set(labels)) != len(labels):
+            raise_conflicts(
+                [("harnesses", f"member names must differ (got {labels}); set `name:`")]
+            )
+        return self
+
+
 HarnessConfig = Annotated[
-    ReactHarnessConfig | BlackboxHarnessConfig | MiniSweAgentHarnessConfig,
+    ReactHarnessConfig
+    | BlackboxHarnessConfig
+    | MiniSweAgentHarnessConfig
+    | ClaudeCodeHarnessConfig
+    | CodexHarnessConfig
+    | MixHarnessConfig,
     Field(discriminator="type"),
 ]
 """An agent harness, chosen by its `type:` tag."""
+
+
+def harness_members(harness: HarnessConfig) -> list[tuple[str, LeafHarnessConfig]]:
+    """`(name, harness)` of every harness a section can run: a mix's members, else itself."""
+    if isinstance(harness, MixHarnessConfig):
+        return [(member.label, member.harness) for member in harness.harnesses]
+    return [(harness.type, harness)]
 
 
 def harness_deadline_key(harness: HarnessConfig) -> tuple[str, float]:
@@ -133,6 +274,11 @@ def harness_deadline_key(harness: HarnessConfig) -> tuple[str, float]:
     Returns:
         `(field name, seconds)`, e.g. `("wall_clock_s", 3000.0)`.
     """
-    if isinstance(harness, BlackboxHarnessConfig):
+    if isinstance(harness, MixHarnessConfig):
+        return max(
+            (harness_deadline_key(member.harness) for member in harness.harnesses),
+            key=lambda key_and_deadline: key_and_deadline[1],
+        )
+    if isinstance(harness, BlackboxHarnessConfig | AgentCliHarnessConfig):
         return "timeout_s", harness.timeout_s
     return "wall_clock_s", harness.wall_clock_s

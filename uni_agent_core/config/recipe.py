@@ -21,6 +21,7 @@ from uni_agent_core.config.harness import (
     HarnessConfig,
     ReactHarnessConfig,
     harness_deadline_key,
+    harness_members,
 )
 from uni_agent_core.config.inference import (
     EngineConfig,
@@ -136,8 +137,10 @@ class Recipe(ConfigModel):
                 )
             )
         limits = [("gateway.max_total_tokens", self.gateway.max_total_tokens)]
-        if isinstance(self.harness, ReactHarnessConfig):
-            limits.append(("harness.context_budget_tokens", self.harness.context_budget_tokens))
+        for name, harness in harness_members(self.harness):
+            if isinstance(harness, ReactHarnessConfig):
+                key = "harness" if harness is self.harness else f"harness.{name}"
+                limits.append((f"{key}.context_budget_tokens", harness.context_budget_tokens))
         for key, value in limits:
             if value is not None and value > context:
                 problems.append(
@@ -197,9 +200,9 @@ class Recipe(ConfigModel):
             self.trainer.seed = self.seed
         if self.gateway.max_total_tokens is None:
             self.gateway.max_total_tokens = self.trainer.max_context_tokens
-        harness = self.harness
-        if isinstance(harness, ReactHarnessConfig) and harness.context_budget_tokens is None:
-            harness.context_budget_tokens = self.trainer.max_context_tokens
+        for _, harness in harness_members(self.harness):
+            if isinstance(harness, ReactHarnessConfig) and harness.context_budget_tokens is None:
+                harness.context_budget_tokens = self.trainer.max_context_tokens
         engine = self.engine
         if (
             isinstance(engine, OpenAIServerEngineConfig)

@@ -54,10 +54,42 @@ CALLS_TIMEOUT_S = 10.0
 """Timeout of one `GET /calls` request to the gateway."""
 CALLS_POLL_S = 0.5
 """Interval of the call-count poll that enforces `max_model_calls`."""
-TASK_FILE = PurePosixPath(".agent-rl/task.md")
+AGENT_DIR = PurePosixPath(".agent-rl")
+"""The episode's private directory, relative to the parent of the sandbox's `workdir`."""
+TASK_FILE = AGENT_DIR / "task.md"
 """The problem statement's file, relative to the parent of the sandbox's `workdir`."""
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+@dataclass(frozen=True)
+class AgentLaunch:
+    """How to start the agent process of one episode."""
+
+    command: list[str]
+    """Argument vector, run without a shell in the repository."""
+    env: dict[str, str]
+    """Extra environment (on top of the host's for `where="host"`)."""
+    timeout_s: float
+    """Deadline on the process; passing it kills its tree and ends with `timeout`."""
+    max_model_calls: int | None = None
+    """More model calls than this stop the agent and end with `max_turns`."""
+
+
+@dataclass(frozen=True)
+class AgentDir:
+    """The episode's private directory next to the repository (outside the diff), as the
+    sandbox API addresses it and as the agent process sees it (they differ for
+    `where="host"`). It holds `task.md` and the agent's `home/`."""
+
+    in_sandbox: PurePosixPath
+    for_process: PurePosixPath
+
+    def sandbox_path(self, relative: str) -> str:
+        return str(self.in_sandbox / relative)
+
+    def process_path(self, relative: str) -> str:
+        return str(self.for_process / relative)
 
 
 @dataclass(frozen=True)
@@ -114,6 +146,9 @@ def host_workdir(sandbox: Sandbox) -> Path:
 class BlackboxHarness:
     """Runs `config.command` against the session, in or beside the sandbox.
 
+    Subclasses that run a particular agent (`harness/claude_code.py`, `harness/codex.py`)
+    override `launch`, which writes the agent's own files and says how to start it.
+
     Args:
         config: The command, its deadline, extra environment and call cap.
         where: `sandbox` runs the command through `Sandbox.exec`; `host` runs it on this host
@@ -126,6 +161,21 @@ class BlackboxHarness:
         self.config = config
         self.where = where
 
+    async def launch(
+        self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint, agent_dir: AgentDir
+    ) -> AgentLaunch:
+        """The agent process of this episode: `config.command` with `config.env`.
+
+        Raises:
+            SandboxError: writing the agent's files failed (the episode is a `sandbox_error`).
+        """
+        return AgentLaunch(
+            command=list(self.config.command),
+            env=dict(self.config.env),
+            timeout_s=self.config.timeout_s,
+            max_model_calls=self.config.max_model_calls,
+        )
+
     async def run(self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint) -> HarnessResult:
         """Play one episode; never raises for agent or sandbox failures.
 
@@ -137,31 +187,36 @@ class BlackboxHarness:
         self._check_reachable(sandbox, endpoint)
         workdir_host = host_workdir(sandbox) if self.where == "host" else None
         info: dict[str, Any] = {"where": self.where}
-        task_file = PurePosixPath(sandbox.workdir).parent / TASK_FILE
+        in_sandbox = PurePosixPath(sandbox.workdir).parent / AGENT_DIR
+        for_process = (
+            PurePosixPath(workdir_host.parent / AGENT_DIR)
+            if workdir_host is not None
+            else in_sandbox
+        )
+        agent_dir = AgentDir(in_sandbox, for_process)
         try:
-            await sandbox.write_file(str(task_file), task.problem_statement)
+            await sandbox.write_file(agent_dir.sandbox_path("task.md"), task.problem_statement)
+            launch = await self.launch(task, sandbox, endpoint, agent_dir)
         except SandboxError as exc:  # deliberate boundary: the episode ends, reported
             info["last_error"] = f"sandbox: {exc}"
             return HarnessResult(ExitReason.SANDBOX_ERROR, await self._steps(endpoint, info), info)
-        if workdir_host is not None:
-            task_file = PurePosixPath(workdir_host.parent / TASK_FILE)
-        env = self.environment(task, endpoint, str(task_file))
+        env = {**launch.env, **self.environment(task, endpoint, agent_dir.process_path("task.md"))}
 
         if workdir_host is not None:
-            launch = self._on_host(env, workdir_host)
+            process = self._on_host(launch, env, workdir_host)
         else:
-            launch = self._in_sandbox(sandbox, env)
+            process = self._in_sandbox(sandbox, launch, env)
         try:
-            finished = await self._with_call_cap(launch, endpoint)
+            finished = await self._with_call_cap(process, endpoint, launch.max_model_calls)
         except SandboxError as exc:  # deliberate boundary: the episode ends, reported
             info["last_error"] = f"sandbox: {exc}"
             return HarnessResult(ExitReason.SANDBOX_ERROR, await self._steps(endpoint, info), info)
         except OSError as exc:  # the program could not be started on the host
-            info["last_error"] = f"could not start {self.config.command[0]!r}: {exc}"
+            info["last_error"] = f"could not start {launch.command[0]!r}: {exc}"
             return HarnessResult(ExitReason.HARNESS_ERROR, await self._steps(endpoint, info), info)
 
         steps = await self._steps(endpoint, info)
-        cap = self.config.max_model_calls
+        cap = launch.max_model_calls
         if finished is None or (cap is not None and steps > cap):
             info["last_error"] = f"the agent made more than max_model_calls={cap} model calls"
             return HarnessResult(ExitReason.MAX_TURNS, steps, info)
@@ -171,7 +226,7 @@ class BlackboxHarness:
             "stderr_tail": finished.stderr[-TAIL_CHARS:],
         }
         if finished.timed_out:
-            info["last_error"] = f"the agent ran past timeout_s={self.config.timeout_s:g}"
+            info["last_error"] = f"the agent ran past timeout_s={launch.timeout_s:g}"
             return HarnessResult(ExitReason.TIMEOUT, steps, info)
         if finished.exit_code != 0:
             last = finished.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
@@ -180,9 +235,8 @@ class BlackboxHarness:
         return HarnessResult(ExitReason.FINISHED, steps, info)
 
     def environment(self, task: TaskSpec, endpoint: Endpoint, task_file: str) -> dict[str, str]:
-        """The agent's extra environment: `config.env`, then the session's variables."""
+        """The session's variables (they win over the launch's own environment)."""
         return {
-            **self.config.env,
             "OPENAI_BASE_URL": endpoint.openai_base_url,
             "OPENAI_API_KEY": endpoint.api_key,
             "ANTHROPIC_BASE_URL": endpoint.anthropic_base_url,
@@ -211,20 +265,20 @@ class BlackboxHarness:
                 "or run the agent with where='host'"
             )
 
-    async def _in_sandbox(self, sandbox: Sandbox, env: dict[str, str]) -> _Finished:
-        result = await sandbox.exec(
-            shlex.join(self.config.command), timeout=self.config.timeout_s, env=env
-        )
+    async def _in_sandbox(
+        self, sandbox: Sandbox, launch: AgentLaunch, env: dict[str, str]
+    ) -> _Finished:
+        result = await sandbox.exec(shlex.join(launch.command), timeout=launch.timeout_s, env=env)
         return _Finished(result.exit_code, result.stdout, result.stderr, result.timed_out)
 
-    async def _on_host(self, env: dict[str, str], cwd: Path) -> _Finished:
+    async def _on_host(self, launch: AgentLaunch, env: dict[str, str], cwd: Path) -> _Finished:
         # The agent's own children are in its process group, which run_process kills on every
         # exit path (normal end, timeout, cancellation).
         finished = await run_process(
-            self.config.command,
+            launch.command,
             env={**os.environ, **env},
             cwd=cwd,
-            timeout_s=self.config.timeout_s,
+            timeout_s=launch.timeout_s,
             max_output_bytes=DEFAULT_MAX_OUTPUT_BYTES,
             on_start=lambda _: None,
             on_end=lambda _: None,
@@ -232,11 +286,10 @@ class BlackboxHarness:
         return _Finished(finished.returncode, finished.stdout, finished.stderr, finished.timed_out)
 
     async def _with_call_cap(
-        self, launch: Coroutine[Any, Any, _Finished], endpoint: Endpoint
+        self, process: Coroutine[Any, Any, _Finished], endpoint: Endpoint, cap: int | None
     ) -> _Finished | None:
-        """Awaits the agent; None when it was stopped for passing `max_model_calls`."""
-        cap = self.config.max_model_calls
-        agent = asyncio.ensure_future(launch)
+        """Awaits the agent; None when it was stopped for passing `cap` model calls."""
+        agent = asyncio.ensure_future(process)
         if cap is None:
             return await agent
         watcher = asyncio.ensure_future(_wait_for_calls(endpoint, cap + 1))

@@ -9,6 +9,7 @@ real `Engine` (the protocol of `types.py`), not a mock of one.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from uni_agent_core.inference.types import (
@@ -21,10 +22,13 @@ from uni_agent_core.inference.types import (
 
 
 class ScriptedEngine:
-    """Replies with scripted text, by call index.
+    """Replies with scripted text, by call index or by what the prompt says.
 
     Attributes:
-        replies: call index -> reply text (default `reply <i>`).
+        replies: call index -> reply text.
+        respond: for calls not in `replies`, a function of the call index and the decoded
+            prompt that returns the reply (a policy that reads its context: which
+            conversation this is, what the last tool said); default `reply <i>`.
         fail: call indices that raise `RuntimeError`.
         delay: seconds every call waits.
         gate: when set, every call waits for this event.
@@ -35,6 +39,7 @@ class ScriptedEngine:
         self.tokenizer = tokenizer
         self.eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
         self.replies: dict[int, str] = {}
+        self.respond: Callable[[int, str], str] | None = None
         self.fail: set[int] = set()
         self.delay = 0.0
         self.version = version
@@ -50,7 +55,13 @@ class ScriptedEngine:
             await asyncio.sleep(self.delay)
         if index in self.fail:
             raise RuntimeError(f"scripted engine failure on call {index}")
-        text = self.replies.get(index, f"reply {index}")
+        if index in self.replies:
+            text = self.replies[index]
+        elif self.respond is not None:
+            prompt = self.tokenizer.decode(request.prompt_ids, skip_special_tokens=False)
+            text = self.respond(index, prompt)
+        else:
+            text = f"reply {index}"
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.eos]
         reason = FinishReason.STOP
         if len(ids) > request.max_new_tokens:

@@ -4,7 +4,10 @@ Names are a contract with MLflow dashboards and the published comparisons: `trai
 `train/pass_rate`, `train/zero_std_group_frac`, `train/response_tokens_mean`, `train/turns_mean`,
 `train/exit/<reason>` (fraction of episodes), `train/staleness_mean|max`, and
 `train/multi_version_frac` (chains whose sampled tokens span several policy versions: partial
-rollouts). With several inference replicas behind a `Router`, the step's routing:
+rollouts), and per harness (`RolloutResult.harness`: its type, or its name in a `mix`)
+`train/harness/<name>/reward_mean|pass_rate|episodes|turns_mean|response_tokens_mean` and
+`train/harness/<name>/exit/<reason>`. With several inference replicas behind a `Router`, the
+step's routing:
 `router/prompt_tokens` (prompt tokens of the requests completed during the step),
 `router/cache_hit_rate` (the share of them the replicas report serving from their prefix cache),
 `router/expected_cache_hit_rate` (the share the router's residency model expected when it routed
@@ -55,6 +58,7 @@ def episode_metrics(results: Sequence[RolloutResult], trainer_version: int) -> d
     }
     for reason in ExitReason:
         metrics[f"train/exit/{reason.value}"] = sum(r.exit_reason is reason for r in results) / n
+    metrics.update(harness_metrics(results))
     spans = [span for r in results for t in r.trajectories if (span := t.version_span) is not None]
     if spans:
         metrics["train/multi_version_frac"] = sum(s[1] > s[0] for s in spans) / len(spans)
@@ -64,6 +68,26 @@ def episode_metrics(results: Sequence[RolloutResult], trainer_version: int) -> d
     if staleness:
         metrics["train/staleness_mean"] = sum(staleness) / len(staleness)
         metrics["train/staleness_max"] = float(max(staleness))
+    return metrics
+
+
+def harness_metrics(results: Sequence[RolloutResult]) -> dict[str, float]:
+    """Reward, pass rate, turns, tokens and exits of each harness's episodes."""
+    by_harness: dict[str, list[RolloutResult]] = defaultdict(list)
+    for result in results:
+        if result.harness:
+            by_harness[result.harness].append(result)
+    metrics: dict[str, float] = {}
+    for name, episodes in sorted(by_harness.items()):
+        n, prefix = len(episodes), f"train/harness/{name}"
+        metrics[f"{prefix}/episodes"] = float(n)
+        metrics[f"{prefix}/reward_mean"] = sum(r.reward for r in episodes) / n
+        metrics[f"{prefix}/pass_rate"] = sum(r.resolved for r in episodes) / n
+        metrics[f"{prefix}/turns_mean"] = sum(r.turns for r in episodes) / n
+        metrics[f"{prefix}/response_tokens_mean"] = sum(r.sampled_tokens for r in episodes) / n
+        for reason in ExitReason:
+            share = sum(r.exit_reason is reason for r in episodes) / n
+            metrics[f"{prefix}/exit/{reason.value}"] = share
     return metrics
 
 

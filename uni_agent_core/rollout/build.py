@@ -18,6 +18,7 @@ from uni_agent_core.envs.sources import load_tasks
 from uni_agent_core.envs.verifier import SandboxFactory, task_sandbox_factory
 from uni_agent_core.gateway.launch import session_manager
 from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.harness.agent_clis import sandbox_for_agent_clis
 from uni_agent_core.inference.types import Engine
 from uni_agent_core.types import TaskSpec
 
@@ -62,8 +63,9 @@ def build_session_manager(
 
 
 def build_sandbox_factory(recipe: Recipe) -> SandboxFactory:
-    """Fresh sandboxes from the recipe's sandbox section, each task's override applied."""
-    return task_sandbox_factory(recipe.sandbox)
+    """Fresh sandboxes from the recipe's sandbox section, each task's override applied, with
+    what the harness's agent CLIs need to run inside (`sandbox_for_agent_clis`)."""
+    return task_sandbox_factory(sandbox_for_agent_clis(recipe.sandbox, recipe.harness))
 
 
 def build_tasks(recipe: Recipe) -> list[TaskSpec]:

@@ -27,8 +27,9 @@ from uni_agent_core.config.reward import RewardConfig
 from uni_agent_core.envs.verifier import SandboxFactory, Verifier
 from uni_agent_core.envs.workspace import TaskDataError, prepare_agent_workspace
 from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.harness.agent_clis import require_agent_clis
 from uni_agent_core.harness.base import Endpoint
-from uni_agent_core.harness.factory import harness_for_task
+from uni_agent_core.harness.factory import build_harness, choose_for_task
 from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.sandbox.base import SandboxError
 from uni_agent_core.sandbox.git_hygiene import GitHygieneError
@@ -56,6 +57,7 @@ class RolloutDriver:
         max_concurrency: int,
         max_total_tokens: int | None = None,
     ) -> None:
+        require_agent_clis(harness)  # before any episode: a missing CLI fails the run, not each
         self.manager = manager
         self.gateway_url = gateway_url.rstrip("/")
         self.harness = harness
@@ -146,13 +148,14 @@ class RolloutDriver:
         timings: dict[str, float] = {}
         exit_reason, turns, diff, error = ExitReason.SANDBOX_ERROR, 0, "", None
         actions: list[Any] = []
+        harness_name, harness_config = choose_for_task(self.harness, task)
         try:
             clock = time.perf_counter()
             async with self.sandbox_factory(task) as sandbox:
                 await prepare_agent_workspace(sandbox, task)
                 timings["sandbox"] = time.perf_counter() - clock
                 clock = time.perf_counter()
-                result = await harness_for_task(self.harness, task).run(task, sandbox, endpoint)
+                result = await build_harness(harness_config).run(task, sandbox, endpoint)
                 timings["agent"] = time.perf_counter() - clock
                 exit_reason, turns = result.exit_reason, result.steps
                 actions = list(result.info.get("actions", []))
@@ -192,6 +195,7 @@ class RolloutDriver:
             sample_index=sample_index,
             reward=reward,
             exit_reason=exit_reason,
+            harness=harness_name,
             trajectories=trajectories,
             turns=turns,
             resolved=resolved,
