@@ -274,11 +274,12 @@ def harness_deadline_key(harness: HarnessConfig) -> tuple[str, float]:
     Returns:
         `(field name, seconds)`, e.g. `("wall_clock_s", 3000.0)`.
     """
-    if isinstance(harness, MixHarnessConfig):
-        return max(
-            (harness_deadline_key(member.harness) for member in harness.harnesses),
-            key=lambda key_and_deadline: key_and_deadline[1],
+    if isinstance(harness, MixHarnessConfig):  # the longest member's, named `<member>.<key>`
+        key, deadline, name = max(
+            ((*harness_deadline_key(member.harness), member.label) for member in harness.harnesses),
+            key=lambda key_deadline_name: key_deadline_name[1],
         )
+        return f"{name}.{key}", deadline
     if isinstance(harness, BlackboxHarnessConfig | AgentCliHarnessConfig):
         return "timeout_s", harness.timeout_s
     return "wall_clock_s", harness.wall_clock_s

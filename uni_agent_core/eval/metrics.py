@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from math import comb
 from random import Random
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -70,6 +70,8 @@ class SampleRow(BaseModel):
     resolved: bool
     exit_reason: str
     level: str | None = None
+    harness: str | None = None
+    """The harness that played it (its type, or its name in a `mix`)."""
     turns: int = 0
     tokens: int = 0
     seconds: float = 0.0
@@ -90,6 +92,8 @@ class EvalSummary(BaseModel):
     """Mean reward over every sample of every task."""
     pass_at_k: float
     by_level: dict[str, dict[str, float]]
+    by_harness: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """The same scores over each harness's tasks (a `mix` gives each task one harness)."""
     exit_reasons: dict[str, int]
     leak_flagged: int
 
@@ -115,8 +119,11 @@ def summarize(rows: Sequence[SampleRow], k: int) -> EvalSummary:
         }
 
     levels: dict[str, dict[str, list[SampleRow]]] = defaultdict(dict)
+    harnesses: dict[str, dict[str, list[SampleRow]]] = defaultdict(dict)
     for task, task_rows in per_task.items():
         levels[task_rows[0].level or "unknown"][task] = task_rows
+        if task_rows[0].harness:
+            harnesses[task_rows[0].harness][task] = task_rows
     overall = scores(per_task)
     return EvalSummary(
         tasks=len(per_task),
@@ -126,6 +133,7 @@ def summarize(rows: Sequence[SampleRow], k: int) -> EvalSummary:
         avg_at_k=overall[f"avg@{k}"],
         pass_at_k=overall[f"pass@{k}"],
         by_level={level: scores(task_rows) for level, task_rows in sorted(levels.items())},
+        by_harness={name: scores(task_rows) for name, task_rows in sorted(harnesses.items())},
         exit_reasons=dict(Counter(row.exit_reason for row in rows)),
         leak_flagged=sum(row.leak_flagged for row in rows),
     )

@@ -21,6 +21,9 @@ def eval_metrics(summary: EvalSummary) -> dict[str, float]:
     }
     for level, scores in summary.by_level.items():
         metrics[f"eval/{level}/pass@1"] = scores["pass@1"]
+    for name, scores in summary.by_harness.items():
+        metrics[f"eval/harness/{name}/pass@1"] = scores["pass@1"]
+        metrics[f"eval/harness/{name}/avg@{k}"] = scores[f"avg@{k}"]
     for reason, count in summary.exit_reasons.items():
         metrics[f"eval/exit/{reason}"] = count / summary.samples
     return metrics
@@ -43,6 +46,11 @@ def render_markdown(summary: EvalSummary, spec: dict[str, Any], seconds: float) 
             f"| {level} ({int(s['tasks'])} tasks) | {s['pass@1']:.3f} | {s[f'pass@{k}']:.3f} | "
             f"{s[f'avg@{k}']:.3f} |"
             for level, s in summary.by_level.items()
+        ],
+        *[
+            f"| harness {name} ({int(s['tasks'])} tasks) | {s['pass@1']:.3f} | "
+            f"{s[f'pass@{k}']:.3f} | {s[f'avg@{k}']:.3f} |"
+            for name, s in summary.by_harness.items()
         ],
         "",
         "| exit reason | samples |",

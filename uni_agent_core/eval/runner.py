@@ -203,6 +203,7 @@ class Evaluation:
                 resolved=result.resolved,
                 exit_reason=result.exit_reason.value,
                 level=levels[task.instance_id],
+                harness=result.harness or None,
                 turns=result.turns,
                 tokens=result.sampled_tokens,
                 seconds=time.perf_counter() - clock,
