@@ -226,9 +226,9 @@ class MixMember(ConfigModel):
 class MixHarnessConfig(ConfigModel):
     """Several harnesses in one run, chosen per task.
 
-    Each task is given one member, by a hash of its id weighted by `weight`, so all samples of a
-    task's group (which GRPO compares with one another) run under one harness, the same in every
-    step and in evaluation.
+    Each task is given one member, in weighted round-robin order as tasks are first met, and
+    keeps it: all samples of a task's group (which GRPO compares with one another) run under one
+    harness, in every step (`harness/factory.py::HarnessAssignment`).
     """
 
     type: Literal["mix"] = "mix"

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import zlib
-
 from uni_agent_core.config.harness import (
     BlackboxHarnessConfig,
     ClaudeCodeHarnessConfig,
@@ -13,6 +11,7 @@ from uni_agent_core.config.harness import (
     LeafHarnessConfig,
     MiniSweAgentHarnessConfig,
     MixHarnessConfig,
+    MixMember,
     ReactHarnessConfig,
 )
 from uni_agent_core.config.overrides import section_for_task
@@ -45,27 +44,41 @@ def build_harness(config: LeafHarnessConfig) -> Harness:
     raise TypeError(f"unknown harness config {type(config).__name__}")
 
 
-def choose_for_task(config: HarnessConfig, task: TaskSpec) -> tuple[str, LeafHarnessConfig]:
-    """The harness that plays `task` and the name its metrics go under.
+class HarnessAssignment:
+    """Which harness plays each task of a run, and the name its metrics go under.
 
-    The run's section, or the task's own `harness` override; a `mix` gives each task one
-    member, by a hash of the task id over the members' weights (the same in every step).
+    The run's section, or the task's own `harness` override. A `mix` gives each new task the
+    next member in smooth weighted round-robin order (each member's share of tasks follows its
+    `weight`, interleaved, so a step of a few tasks already mixes them) and keeps it for the
+    task: every sample of a task's group, in every step, runs under one harness. Assignment
+    follows the order tasks are first met, which a run's seed fixes.
     """
-    config = section_for_task(
-        "harness", HarnessConfig, config, task.harness, task_id=task.instance_id
-    )
-    if not isinstance(config, MixHarnessConfig):
-        return config.type, config
-    total = sum(member.weight for member in config.harnesses)
-    point = zlib.crc32(task.instance_id.encode()) / 2**32 * total
-    for member in config.harnesses:
-        point -= member.weight
-        if point < 0:
-            return member.label, member.harness
-    last = config.harnesses[-1]
-    return last.label, last.harness
+
+    def __init__(self, config: HarnessConfig) -> None:
+        self.config = config
+        self._assigned: dict[str, MixMember] = {}
+        self._credit: dict[str, float] = {}
+
+    def choose(self, task: TaskSpec) -> tuple[str, LeafHarnessConfig]:
+        config = section_for_task(
+            "harness", HarnessConfig, self.config, task.harness, task_id=task.instance_id
+        )
+        if not isinstance(config, MixHarnessConfig):
+            return config.type, config
+        member = self._assigned.get(task.instance_id)
+        if member is None:
+            member = self._assigned[task.instance_id] = self._next_member(config)
+        return member.label, member.harness
+
+    def _next_member(self, mix: MixHarnessConfig) -> MixMember:
+        for member in mix.harnesses:
+            self._credit[member.label] = self._credit.get(member.label, 0.0) + member.weight
+        chosen = max(mix.harnesses, key=lambda member: self._credit[member.label])
+        self._credit[chosen.label] -= sum(member.weight for member in mix.harnesses)
+        return chosen
 
 
 def harness_for_task(config: HarnessConfig, task: TaskSpec) -> Harness:
-    """The harness object that plays `task` (`choose_for_task`, built)."""
-    return build_harness(choose_for_task(config, task)[1])
+    """The harness object that plays `task` on its own (a mix's first member for a first
+    task); runs assign through one `HarnessAssignment`."""
+    return build_harness(HarnessAssignment(config).choose(task)[1])

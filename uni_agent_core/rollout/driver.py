@@ -29,7 +29,7 @@ from uni_agent_core.envs.workspace import TaskDataError, prepare_agent_workspace
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.harness.agent_clis import require_agent_clis
 from uni_agent_core.harness.base import Endpoint
-from uni_agent_core.harness.factory import build_harness, choose_for_task
+from uni_agent_core.harness.factory import HarnessAssignment, build_harness
 from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.sandbox.base import SandboxError
 from uni_agent_core.sandbox.git_hygiene import GitHygieneError
@@ -61,6 +61,8 @@ class RolloutDriver:
         self.manager = manager
         self.gateway_url = gateway_url.rstrip("/")
         self.harness = harness
+        self.assignment = HarnessAssignment(harness)
+        """Which harness plays each task (a `mix` keeps one member per task)."""
         self.sandbox_factory = sandbox_factory
         """Makes each episode's fresh sandbox, and the verifier's."""
         self.reward = reward
@@ -148,7 +150,7 @@ class RolloutDriver:
         timings: dict[str, float] = {}
         exit_reason, turns, diff, error = ExitReason.SANDBOX_ERROR, 0, "", None
         actions: list[Any] = []
-        harness_name, harness_config = choose_for_task(self.harness, task)
+        harness_name, harness_config = self.assignment.choose(task)
         try:
             clock = time.perf_counter()
             async with self.sandbox_factory(task) as sandbox:

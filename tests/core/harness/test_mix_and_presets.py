@@ -29,7 +29,7 @@ from uni_agent_core.harness.agent_clis import (
 from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.claude_code import ClaudeCodeHarness
 from uni_agent_core.harness.codex import CodexHarness, codex_config
-from uni_agent_core.harness.factory import build_harness, choose_for_task, harness_for_task
+from uni_agent_core.harness.factory import HarnessAssignment, build_harness
 from uni_agent_core.rl.metrics import episode_metrics
 from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec
 
@@ -49,30 +49,32 @@ def _tasks(n: int) -> list[TaskSpec]:
     return [TaskSpec(instance_id=f"task-{i}", problem_statement="x") for i in range(n)]
 
 
-def test_a_mix_gives_each_task_one_member_by_weight_and_always_the_same() -> None:
+def test_a_mix_deals_tasks_by_weight_and_keeps_each_task_on_its_member() -> None:
     mix = HARNESS.validate_python(FOUR)
-    chosen = [choose_for_task(mix, task)[0] for task in _tasks(2000)]
-    assert chosen == [choose_for_task(mix, task)[0] for task in _tasks(2000)]
-    counts = Counter(chosen)
-    assert set(counts) == {"react", "mini_swe_agent", "claude_code", "codex-a"}
-    # claude_code has weight 2 of 5.
-    assert 0.35 < counts["claude_code"] / 2000 < 0.45
-    name, config = choose_for_task(mix, TaskSpec(instance_id="task-3", problem_statement="x"))
+    assignment = HarnessAssignment(mix)
+    chosen = [assignment.choose(task)[0] for task in _tasks(10)]
+    # Weighted round robin: claude_code (weight 2) twice per five tasks, the first four already
+    # mixing all four members.
+    assert set(chosen[:4]) == {"react", "mini_swe_agent", "claude_code", "codex-a"}
+    assert Counter(chosen) == {"claude_code": 4, "react": 2, "mini_swe_agent": 2, "codex-a": 2}
+    # A task met again keeps its member, in any order.
+    assert [assignment.choose(task)[0] for task in reversed(_tasks(10))] == chosen[::-1]
+    assert [HarnessAssignment(mix).choose(task)[0] for task in _tasks(10)][:1] == chosen[:1]
     assert (
-        type(harness_for_task(mix, _tasks(4)[3])).__name__
+        type(build_harness(assignment.choose(_tasks(10)[3])[1])).__name__
         == {
             "react": "ReactHarness",
             "mini_swe_agent": "MiniSweAgentHarness",
             "claude_code": "ClaudeCodeHarness",
             "codex-a": "CodexHarness",
-        }[name]
+        }[chosen[3]]
     )
 
 
 def test_a_task_override_wins_over_the_mix() -> None:
     mix = HARNESS.validate_python(FOUR)
     task = TaskSpec(instance_id="t", problem_statement="x", harness={"type": "codex"})
-    assert choose_for_task(mix, task)[0] == "codex"
+    assert HarnessAssignment(mix).choose(task)[0] == "codex"
 
 
 def test_mix_members_need_distinct_names_and_deadlines_take_the_longest() -> None:
