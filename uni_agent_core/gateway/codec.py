@@ -17,6 +17,12 @@ and checks on a probe conversation that `render(prefix) + delta == render(all)` 
 that the delta tokenizes the same way on its own as inside the full render. A template that
 fails these checks cannot be trained exactly and is rejected with a clear error.
 
+A system message after the first (Claude Code sends its environment notes as `system`-role
+messages mid-conversation) is rendered in place when the same checks hold for a delta that
+carries one and its text appears in the render (`mid_system`; true for the bundled ChatML
+template). A template without it (one that raises, drops or moves such a message) is still
+usable: the session refuses requests that need it.
+
 An assistant turn that stopped on `length` never emitted its EOS: before more messages arrive,
 the delta then starts with the end-of-turn text (context, never trainable) so the buffer stays
 well-formed for the model.
@@ -33,6 +39,8 @@ from uni_agent_core.gateway.request import Message
 
 _PROBE_USER = "agent-rl codec probe"
 _PROBE_ASSISTANT = "AGENTRLASSISTANTMARK"
+_PROBE_NOTE = "AGENTRLSYSTEMNOTE"
+_PROBE_TOOLS = [{"type": "function", "function": {"name": "probe", "parameters": {}}}]
 
 
 class TemplateError(ValueError):
@@ -90,7 +98,10 @@ class ChatCodec:
                 f"the end-of-turn text {self.eos_text!r} must be one token, got {eos_ids}"
             )
         self.eos_token_id = eos_ids[0]
+        self.mid_system = False
+        """Whether a system message after the first renders in place, prefix-stably."""
         self._self_check()
+        self.mid_system = self._renders_mid_system()
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -138,8 +149,8 @@ class ChatCodec:
             raise ValueError("a delta needs at least one new message")
         if any(m.role == "assistant" for m in new_messages[1:]):
             raise ValueError("only the first new message may be an assistant message")
-        if any(m.role == "system" for m in new_messages):
-            raise ValueError("a system message in the middle of a chain cannot be appended")
+        if not self.mid_system and any(m.role == "system" for m in new_messages):
+            raise ValueError("this chat template cannot render a system message after the first")
         text = self._delta_text(new_messages, tools)
         head = self.separator if previous_ended else self.eos_text + self.separator
         return self.encode_text(head + text)
@@ -203,10 +214,7 @@ class ChatCodec:
         user = Message(role="user", content=_PROBE_USER)
         assistant = Message(role="assistant", content="probe reply")
         tool_reply = Message(role="tool", content="probe tool output", tool_call_id="c0")
-        for tools in (
-            None,
-            [{"type": "function", "function": {"name": "probe", "parameters": {}}}],
-        ):
+        for tools in (None, _PROBE_TOOLS):
             prefix = [system, user]
             prompt_text = self.render(prefix, tools, add_generation_prompt=True)
             full_text = self.render(
@@ -235,3 +243,31 @@ class ChatCodec:
             slow = self.tokenizer(probe, add_special_tokens=False)["input_ids"]
             if self.encode_text(probe) != slow:
                 self._fast = None  # the wrapper post-processes: keep the slow, exact path
+
+    def _renders_mid_system(self) -> bool:
+        """Probe: a delta with a system message (first, alone, or before a user message)
+        stitches onto the prefix to the full render, tokenizes alike there, and shows the text.
+        """
+        system = Message(role="system", content="probe system")
+        user = Message(role="user", content=_PROBE_USER)
+        assistant = Message(role="assistant", content="probe reply")
+        note = Message(role="system", content=_PROBE_NOTE)
+        try:
+            for tools in (None, _PROBE_TOOLS):
+                for delta in ([note], [note, user]):
+                    prefix = [system, user]
+                    prompt_text = self.render(prefix, tools, add_generation_prompt=True)
+                    full_text = self.render(
+                        [*prefix, assistant, *delta], tools, add_generation_prompt=True
+                    )
+                    tail = self.eos_text + self.separator + self._delta_text(delta, tools)
+                    if prompt_text + assistant.content + tail != full_text:
+                        return False
+                    if _PROBE_NOTE not in tail:
+                        return False
+                    delta_ids = self.encode_text(self.separator + self._delta_text(delta, tools))
+                    if self.encode_text(full_text)[-len(delta_ids) :] != delta_ids:
+                        return False
+        except Exception:  # deliberate: a template may raise on such a message in any way
+            return False
+        return True

@@ -48,7 +48,7 @@ class HistoryMemo:
 class HistoryCache:
     """A session's slot for its latest `HistoryMemo` (any request may replace it)."""
 
-    __slots__ = ("memo", "hits", "misses", "tool_call_ids")
+    __slots__ = ("memo", "hits", "misses", "tool_call_ids", "ignored_fields")
 
     def __init__(self) -> None:
         self.memo: HistoryMemo | None = None
@@ -57,6 +57,9 @@ class HistoryCache:
         self.tool_call_ids: frozenset[str] = frozenset()
         """The ids of the tool calls in the memo's raw history, kept by the wire adapters so
         a tool result is checked against them without reading the history again."""
+        self.ignored_fields: frozenset[str] = frozenset()
+        """The ignored fields (`ChatRequest.ignored`) of the memo's raw messages, kept by the
+        Anthropic adapter so a request reports them without lowering those messages again."""
 
 
 class LoweredHistory(Sequence[Message]):

@@ -4,7 +4,11 @@ Endpoints (docs/architecture.md, "Gateway HTTP API"):
 
 - `POST /sessions` -> `{session_id, api_key, openai_base_url, anthropic_base_url}`
 - `POST /sessions/<id>/v1/chat/completions` (OpenAI, `stream` as SSE), `GET .../v1/models`
-- `POST /sessions/<id>/v1/messages` (Anthropic, `stream` as SSE)
+- `POST /sessions/<id>/v1/messages` (Anthropic, `stream` as SSE; as Claude Code and the SDK's
+  `beta.messages` send it, `?beta=true` and `anthropic-beta` included; the adapter's docstring
+  lists which fields are honoured, ignored and counted, or refused), and
+  `POST .../v1/messages/count_tokens` -> `{"input_tokens": N}`, N the prompt tokens the next
+  such request would send the engine (`GatewaySession.count_prompt_tokens`)
 - `GET /sessions/<id>/trajectories`, `GET /sessions/<id>/calls`, `POST /sessions/<id>/finalize`,
   `DELETE /sessions/<id>`
 - `GET /health`, `GET /metrics` (Prometheus text)
@@ -14,6 +18,8 @@ is answered in the envelope of the protocol the client speaks, and a rejected re
 touches the session's chains. A generation ends, committing nothing, when its client
 disconnects (streaming or not), when its session is deleted or finalized (409), and when the
 server shuts down; a prompt over the chain's capacity is each provider's context-length 400.
+Fields a request carried that the gateway accepted and ignored are counted per protocol and
+field in `/metrics` (`agent_rl_gateway_ignored_request_fields_total`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,11 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
-from uni_agent_core.gateway.adapters.anthropic import anthropic_error, parse_anthropic_request
+from uni_agent_core.gateway.adapters.anthropic import (
+    anthropic_error,
+    parse_anthropic_count_tokens,
+    parse_anthropic_request,
+)
 from uni_agent_core.gateway.adapters.anthropic_render import (
     AnthropicEventStream,
     anthropic_response,
@@ -403,6 +413,7 @@ def create_app(
             chat = parse_anthropic_request(await read_json(request), session.history)
         except (_Rejected, WireError) as exc:
             return error_response(_anthropic_envelope, exc)
+        _note_beta_header(request, chat)
         manager.metrics.observe_ignored("anthropic", chat.ignored)
         message_id = "msg_" + uuid.uuid4().hex
         if chat.stream:
@@ -420,6 +431,17 @@ def create_app(
             manager.metrics.request_latency.observe(time.perf_counter() - started)
         manager.metrics.invalid_tool_inputs += invalid_tool_inputs(choice)
         return JSONResponse(anthropic_response(choice, model=model_name, message_id=message_id))
+
+    async def count_tokens(request: Request) -> Response:
+        try:
+            session = session_for(request, request.path_params["session_id"])
+            chat = parse_anthropic_count_tokens(await read_json(request))
+            _note_beta_header(request, chat)
+            manager.metrics.observe_ignored("anthropic", chat.ignored)
+            tokens = await session.count_prompt_tokens(chat)
+        except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
+            return error_response(_anthropic_envelope, exc)
+        return JSONResponse({"input_tokens": tokens})
 
     async def _anthropic_events(
         session: GatewaySession, chat: ChatRequest, message_id: str, started: float
@@ -445,6 +467,7 @@ def create_app(
 
     app.add_route("/sessions/{session_id}/v1/chat/completions", chat_completions, methods=["POST"])
     app.add_route("/sessions/{session_id}/v1/messages", messages, methods=["POST"])
+    app.add_route("/sessions/{session_id}/v1/messages/count_tokens", count_tokens, methods=["POST"])
     return GatewayApp(
         app,
         {
@@ -453,6 +476,13 @@ def create_app(
         },
         manager,
     )
+
+
+def _note_beta_header(request: Request, chat: ChatRequest) -> None:
+    """Name the `anthropic-beta` header among the ignored fields: no beta changes our tokens
+    (the adapter refuses each beta field that would)."""
+    if request.headers.get("anthropic-beta"):
+        chat.ignored = (*chat.ignored, "anthropic-beta")
 
 
 _CHAT_PATH = re.compile(r"/sessions/([^/]+)/v1/(chat/completions|messages)")
@@ -464,8 +494,9 @@ class GatewayApp:
     A chat turn is the gateway's hot path; FastAPI's middleware and router layers cost about a
     tenth of it. `POST /sessions/<id>/v1/chat/completions` and `.../v1/messages` are therefore
     dispatched here (an unexpected error still becomes a 500 in the protocol's envelope), and
-    everything else — lifespan included — goes to the FastAPI app, which serves the same two
-    routes too.
+    everything else — lifespan and `.../v1/messages/count_tokens` included — goes to the FastAPI
+    app, which serves the same two routes too. The match is on the ASGI path, which carries no
+    query string, so the SDK's `.../v1/messages?beta=true` takes the fast path too.
     """
 
     def __init__(

@@ -24,7 +24,7 @@ import asyncio
 import itertools
 import time
 from array import array
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -329,16 +329,63 @@ class GatewaySession:
             return _Plan(kind, chain, False, digests, cut=cut, dropped_trainable=dropped)
         return _Plan(kind, chain, False, digests)
 
+    async def count_prompt_tokens(self, request: ChatRequest) -> int:
+        """How many prompt tokens `chat(request)` would send the engine now (for request.n = 1):
+        the chain it would continue (its tokens, cut back for a rollback, plus the delta) or a
+        full render. Reads the chains, changes nothing (no chain, memo or call is touched).
+
+        Raises:
+            RequestRejectedError: the template cannot render a message the request needs.
+        """
+        self._check_open()
+        messages, tools = request.messages, request.tools
+        selection = select_chain(
+            self.chains,
+            history_hashes(messages),
+            tools_key(tools),
+            enable_rollback=self.settings.enable_rollback,
+        )
+        chain = selection.chain
+        if selection.kind is Continuation.NEW or chain is None:
+            self._check_system_messages(messages, 1)
+            return len(await self._blocking(self.codec.encode_full, messages, tools))
+        if selection.kind is Continuation.APPEND:
+            kept, depth, ended = len(chain.response_ids), chain.history_len, chain.ended
+        else:
+            assert chain.rollback_cut is not None
+            kept, depth, ended = chain.rollback_cut, chain.k, True
+        kept += len(chain.prompt_ids)  # read before the encoding awaits: the chain may grow
+        self._check_system_messages(messages, depth)
+        delta = await self._blocking(
+            self.codec.encode_delta, messages[depth:], tools, previous_ended=ended
+        )
+        return kept + len(delta)
+
+    def _check_system_messages(self, messages: Sequence[Message], start: int) -> None:
+        """Refuse a system message after the first (from `start` on) that the template cannot
+        render in place (`ChatCodec.mid_system`)."""
+        if self.codec.mid_system:
+            return
+        for i in range(max(start, 1), len(messages)):
+            if messages[i].role == "system":
+                raise RequestRejectedError(
+                    "this model's chat template cannot render a system message after the first "
+                    f"(message {i} of the lowered conversation); put it in the system prompt",
+                    param="messages",
+                )
+
     async def _encode(self, plan: _Plan, request: ChatRequest) -> None:
         messages, tools = request.messages, request.tools
         chain = plan.chain
         if plan.kind is Continuation.NEW:
+            self._check_system_messages(messages, 1)
             prompt = await self._blocking(self.codec.encode_full, messages, tools)
             chain.prompt_ids = token_array(prompt)
             plan.prompt = chain.prompt_ids[:]
             return
         depth = chain.history_len if plan.kind is Continuation.APPEND else chain.k
         ended = chain.ended if plan.kind is Continuation.APPEND else True
+        self._check_system_messages(messages, depth)
         delta = await self._blocking(
             self.codec.encode_delta, messages[depth:], tools, previous_ended=ended
         )

@@ -318,6 +318,156 @@ def test_openai_and_anthropic_payloads_of_one_conversation_lower_alike() -> None
     assert from_openai.sampling == from_anthropic.sampling
 
 
+def _user(*blocks: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": list(blocks)}]
+
+
+def _assistant_turn(*blocks: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": "hi"}, {"role": "assistant", "content": list(blocks)}]
+
+
+REFUSED_FIELDS: dict[str, tuple[Any, str, str]] = {
+    "web_search_tool": (
+        _request(tools=[{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]),
+        "tools[0].type",
+        "server tool 'web_search_20250305'",
+    ),
+    "input_examples": (
+        _request(tools=[{**SHELL_TOOL, "input_examples": [{"cmd": "ls"}]}]),
+        "tools[0].input_examples",
+        "cannot show examples",
+    ),
+    "allowed_callers_without_direct": (
+        _request(tools=[{**SHELL_TOOL, "allowed_callers": ["code_execution_20250825"]}]),
+        "tools[0].allowed_callers",
+        "must include 'direct'",
+    ),
+    "mcp_servers": (
+        _request(mcp_servers=[{"type": "url", "url": "https://mcp.test", "name": "m"}]),
+        "mcp_servers",
+        "no MCP server",
+    ),
+    "structured_output": (
+        _request(output_config={"format": {"type": "json_schema", "schema": {}}}),
+        "output_config.format",
+        "structured output",
+    ),
+    "task_budget": (
+        _request(output_config={"task_budget": {"type": "tokens", "total": 9}}),
+        "output_config.task_budget",
+        "budget",
+    ),
+    "bad_effort": (_request(output_config={"effort": "huge"}), "output_config.effort", "one of"),
+    "clear_tool_uses": (
+        _request(
+            context_management={
+                "edits": [
+                    {"type": "clear_thinking_20251015", "keep": "all"},
+                    {"type": "clear_tool_uses_20250919"},
+                ]
+            }
+        ),
+        "context_management.edits[1].type",
+        "drops or summarises context",
+    ),
+    "compaction": (_request(compaction={"type": "summarize"}), "compaction", "summarise"),
+    "thread": (_request(thread={"type": "create"}), "thread", "conversation state"),
+    "container_skills": (
+        _request(container={"skills": [{"type": "anthropic", "skill_id": "pptx"}]}),
+        "container.skills",
+        "skills",
+    ),
+    "thinking_type": (_request(thinking={"type": "sometimes"}), "thinking.type", "one of"),
+    "search_result": (
+        _request(messages=_user({"type": "search_result", "source": "s", "title": "t"})),
+        "messages[0].content[0]",
+        "search results are not supported",
+    ),
+    "tool_reference": (
+        _request(
+            messages=_user(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t",
+                    "content": [{"type": "tool_reference", "tool_name": "x"}],
+                }
+            )
+        ),
+        "messages[0].content[0].content[0]",
+        "tool references are not supported",
+    ),
+    "toolset_name": (
+        _request(
+            messages=_assistant_turn(
+                {"type": "tool_use", "id": "t", "name": "f", "input": {}, "toolset_name": "m"}
+            )
+        ),
+        "messages[1].content[0].toolset_name",
+        "MCP toolsets",
+    ),
+    "code_execution_caller": (
+        _request(
+            messages=_assistant_turn(
+                {
+                    "type": "tool_use",
+                    "id": "t",
+                    "name": "f",
+                    "input": {},
+                    "caller": {"type": "code_execution_20250825", "tool_id": "x"},
+                }
+            )
+        ),
+        "messages[1].content[0].caller",
+        "only 'direct'",
+    ),
+    "compaction_block": (
+        _request(messages=_assistant_turn({"type": "compaction", "content": "summary"})),
+        "messages[1].content[0].type",
+        "unsupported block 'compaction'",
+    ),
+    "tool_addition": (
+        _request(
+            messages=[
+                {"role": "user", "content": "hi"},
+                {"role": "system", "content": [{"type": "tool_addition", "tool": SHELL_TOOL}]},
+            ]
+        ),
+        "messages[1].content[0]",
+        "mid-conversation tool changes",
+    ),
+    "clear_at_next_user_message": (
+        _request(
+            messages=[
+                {"role": "user", "content": "hi"},
+                {"role": "system", "content": "note", "clear_at": "next_user_message"},
+            ]
+        ),
+        "messages[1].clear_at",
+        "keeps every message",
+    ),
+    "system_message_format": (
+        _request(
+            messages=[
+                {"role": "user", "content": "hi"},
+                {"role": "system", "content": "n", "output_config": {"format": {}}},
+            ]
+        ),
+        "messages[1].output_config.format",
+        "not supported",
+    ),
+    "unknown_block_key": (
+        _request(messages=_user({"type": "text", "text": "x", "cache": True})),
+        "messages[0].content[0].cache",
+        "not supported",
+    ),
+    "unknown_message_key": (
+        _request(messages=[{"role": "user", "content": "x", "name": "bob"}]),
+        "messages[0].name",
+        "not supported",
+    ),
+}
+"""Fields that would make the recorded tokens differ from what the client asked for."""
+
 BAD_PAYLOADS: dict[str, tuple[Any, str, str]] = {
     "not_an_object": ("x", "request body", "must be an object"),
     "missing_max_tokens": (
@@ -327,10 +477,10 @@ BAD_PAYLOADS: dict[str, tuple[Any, str, str]] = {
     ),
     "max_tokens_zero": (_request(max_tokens=0), "max_tokens", "at least 1"),
     "no_messages": (_request(messages=[]), "messages", "at least one"),
-    "system_role_in_messages": (
-        _request(messages=[{"role": "system", "content": "x"}]),
+    "unknown_role": (
+        _request(messages=[{"role": "developer", "content": "x"}]),
         "messages[0].role",
-        "top-level 'system'",
+        "'user', 'assistant' or 'system'",
     ),
     "numeric_content": (
         _request(messages=[{"role": "user", "content": 3}]),
@@ -401,11 +551,16 @@ BAD_PAYLOADS: dict[str, tuple[Any, str, str]] = {
         "messages[1].content[0].input",
         "must be an object",
     ),
-    "redacted_thinking": (
+    "server_tool_block": (
         _request(
             messages=[
                 {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "x"}]},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}
+                    ],
+                },
             ]
         ),
         "messages[1].content[0].type",
@@ -438,10 +593,11 @@ BAD_PAYLOADS: dict[str, tuple[Any, str, str]] = {
         "must be an object",
     ),
     "tool_unknown_key": (
-        _request(tools=[{**SHELL_TOOL, "input_examples": []}]),
-        "tools[0].input_examples",
+        _request(tools=[{**SHELL_TOOL, "input_schema_version": 2}]),
+        "tools[0].input_schema_version",
         "not supported",
     ),
+    **REFUSED_FIELDS,
     "top_k_zero": (_request(top_k=0), "top_k", "at least 1"),
     "top_p_too_large": (_request(top_p=1.5), "top_p", "at most 1"),
     "empty_stop_sequence": (

@@ -60,10 +60,46 @@ def test_delta_rules() -> None:
     assert codec.encode_delta([assistant, user], None, previous_ended=True)  # rollback rewrite
     with pytest.raises(ValueError, match="only the first"):
         codec.encode_delta([user, assistant], None, previous_ended=True)
-    with pytest.raises(ValueError, match="system"):
-        codec.encode_delta([Message(role="system", content="s")], None, previous_ended=True)
     with pytest.raises(ValueError, match="at least one"):
         codec.encode_delta([], None, previous_ended=True)
+
+
+@pytest.mark.parametrize("name", ["tiny", "smollm2-135m"])
+def test_a_system_message_after_the_first_renders_in_place(name: str) -> None:
+    # Claude Code sends environment notes as `system`-role messages mid-conversation.
+    codec = ChatCodec(load_policy(name)[1])
+    assert codec.mid_system
+    turns = [
+        Message(role="system", content="You fix bugs."),
+        Message(role="user", content="Fix a.py"),
+        Message(role="system", content="# Environment\ncwd: /work"),
+        Message(role="assistant", content="Looking."),
+        Message(role="system", content="note: tests are slow"),
+        Message(role="user", content="go on"),
+    ]
+    first = codec.encode_full(turns[:3], TOOLS)
+    assert "<|im_start|>system\n# Environment\ncwd: /work<|im_end|>" in codec.tokenizer.decode(
+        first
+    )
+    body = codec.render(turns[:4], TOOLS, add_generation_prompt=False)
+    prompt = codec.render(turns[:3], TOOLS, add_generation_prompt=True)
+    sampled = codec.encode_text(body[len(prompt) :].removesuffix("\n"))
+    delta = codec.encode_delta(turns[4:], TOOLS, previous_ended=True)
+    assert first + sampled + delta == codec.encode_full(turns, TOOLS)
+
+
+def test_a_template_without_mid_conversation_system_messages_is_usable_but_refuses_them() -> None:
+    tokenizer = copy.deepcopy(load_policy("tiny")[1])
+    tokenizer.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' and not loop.first %}"
+        "{{ raise_exception('System role only first') }}{% endif %}"
+        "{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    )
+    codec = ChatCodec(tokenizer)
+    assert not codec.mid_system
+    with pytest.raises(ValueError, match="system message after the first"):
+        codec.encode_delta([Message(role="system", content="s")], None, previous_ended=True)
 
 
 def test_prefix_unstable_templates_are_rejected() -> None:
