@@ -170,11 +170,13 @@ def check_tool_results(
     cache: HistoryCache | None,
     calls_of: CallIds,
     answers_of: Answers,
+    known: Iterable[str] = (),
 ) -> None:
     """Refuses a tool result that answers no tool call made before it, as both providers do.
 
     Only the messages after the part the session's memo vouched for are read; the memo's
-    call ids stand for the rest (`HistoryCache.tool_call_ids`). Malformed messages are left
+    call ids stand for the rest (`HistoryCache.tool_call_ids`). `known` are calls made before
+    `raw_messages` (a stored conversation the request continues). Malformed messages are left
     to lowering, which has named their fault already.
 
     Raises:
@@ -183,6 +185,7 @@ def check_tool_results(
     """
     start = lowered.raw_known if cache is not None else 0
     called = set(cache.tool_call_ids) if cache is not None and start else set()
+    called.update(known)
     try:
         for i in range(start, len(raw_messages)):
             raw = raw_messages[i]
