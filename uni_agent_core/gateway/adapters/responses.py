@@ -205,7 +205,7 @@ def parse_responses_request(
 
     raw_input = body.get("input")
     if isinstance(raw_input, str):
-        units: list[list[Any]] = [[0, {"role": "user", "content": raw_input}]]
+        units = [{"at": 0, "items": [{"role": "user", "content": raw_input}]}]
     else:
         units = _units(require_list(raw_input, "input"), ignored)
     if not units and not earlier:
@@ -299,13 +299,13 @@ def _check_options(body: dict[str, Any]) -> None:
     optional_str(body.get("service_tier"), "service_tier")
 
 
-def _units(items: list[Any], ignored: set[str]) -> list[list[Any]]:
-    """Group input items into turns: `[index of the first item, item, ...]`.
+def _units(items: list[Any], ignored: set[str]) -> list[dict[str, Any]]:
+    """Group input items into turns: `{"at": index of the first item, "items": [...]}`.
 
     An item that is a call or reasoning joins the turn before it, so each unit lowers on its
     own (the history memo hashes and lowers whole units).
     """
-    units: list[list[Any]] = []
+    units: list[dict[str, Any]] = []
     for i, item in enumerate(items):
         kind = item.get("type") if type(item) is dict else None
         if kind == "reasoning":
@@ -313,14 +313,14 @@ def _units(items: list[Any], ignored: set[str]) -> list[list[Any]]:
         elif type(item) is dict and "phase" in item:
             ignored.add("input.phase")
         if units and kind in _JOINING_ITEMS:
-            units[-1].append(item)
+            units[-1]["items"].append(item)
         else:
-            units.append([i, item])
+            units.append({"at": i, "items": [item]})
     return units
 
 
 def _lower_unit(unit: Any, _: int) -> list[Message]:
-    start = unit[0]
+    start = unit["at"]
     lowered: list[Message] = []
     turn: tuple[str, list[ToolCall]] | None = None  # assistant text and calls being built
 
@@ -331,7 +331,7 @@ def _lower_unit(unit: Any, _: int) -> list[Message]:
             lowered.append(Message(role="assistant", content=content, tool_calls=calls or None))
             turn = None
 
-    for k, raw in enumerate(unit[1:]):
+    for k, raw in enumerate(unit["items"]):
         path = f"input[{start + k}]"
         item = require_object(raw, path)
         kind = item.get("type")
@@ -438,7 +438,7 @@ def _parse_call(item: dict[str, Any], path: str, kind: str) -> ToolCall:
 def _calls_made(unit: Any) -> Iterable[str]:
     return [
         item["call_id"]
-        for item in unit[1:]
+        for item in unit["items"]
         if type(item) is dict
         and item.get("type") in _CALL_ITEMS
         and isinstance(item.get("call_id"), str)
@@ -447,13 +447,13 @@ def _calls_made(unit: Any) -> Iterable[str]:
 
 def _tool_results(unit: Any, _: int) -> Iterable[tuple[str, str, str]]:
     results = []
-    for k, item in enumerate(unit[1:]):
+    for k, item in enumerate(unit["items"]):
         if type(item) is not dict or item.get("type") not in _OUTPUT_ITEMS:
             continue
         call_id = item.get("call_id")
         if not isinstance(call_id, str):
             continue  # lowering has named this fault already
-        param = f"input[{unit[0] + k}].call_id"
+        param = f"input[{unit['at'] + k}].call_id"
         message = (
             f"{param}: no tool call found for {item['type']} with call_id {call_id!r}; an output "
             "must answer a function_call or custom_tool_call earlier in the conversation"
