@@ -1,9 +1,9 @@
-"""The error both wire adapters raise for a payload they cannot lower, plus shared checks.
+"""The error the wire adapters raise for a payload they cannot lower, plus shared checks.
 
 `WireError` carries an HTTP status, a message that names the offending field and the fix, and
 the field's path (`param`, e.g. `messages[2].role`). The server catches it and renders the
 provider's own error envelope (`openai_error` / `anthropic_error`), so a bad payload never
-reaches a session. The small type checks here are shared so both adapters word their errors
+reaches a session. The small type checks here are shared so the adapters word their errors
 alike, and so is the check that every tool result answers an earlier tool call.
 """
 
