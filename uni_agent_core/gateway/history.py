@@ -18,6 +18,7 @@ rewrites history, simply lowers everything again).
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -238,3 +239,32 @@ def _extend(hasher: Any, raw_tail: list[Any]) -> Any | None:
     except orjson.JSONEncodeError:
         return None
     return extended
+
+
+class ResponseStore:
+    """The conversations of a session's stored OpenAI Responses (`previous_response_id`).
+
+    Each entry is the response's whole lowered history after its instructions (the request's
+    conversation, then its reply as one assistant message), so a request naming it continues
+    exactly that history. Bounded: only the newest `limit` responses are kept (older ids are
+    unknown, a 400), and entries share their `Message` objects with one another.
+    """
+
+    __slots__ = ("limit", "_entries")
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._entries: OrderedDict[str, tuple[Message, ...]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, response_id: str) -> tuple[Message, ...] | None:
+        """The stored conversation of `response_id`, or None if unknown or evicted."""
+        return self._entries.get(response_id)
+
+    def put(self, response_id: str, conversation: Sequence[Message]) -> None:
+        """Remember a response's conversation, evicting the oldest beyond `limit`."""
+        self._entries[response_id] = tuple(conversation)
+        while len(self._entries) > self.limit:
+            self._entries.popitem(last=False)

@@ -1,8 +1,8 @@
 """The gateway's internal, provider-neutral request and result records.
 
-Both wire adapters (OpenAI Chat Completions, Anthropic Messages) lower their payloads to one
-OpenAI-shaped `ChatRequest`; the session never sees wire payloads, which is why the two
-protocols yield identical tokens for the same conversation. A session answers with one
+The wire adapters (OpenAI Chat Completions and Responses, Anthropic Messages) lower their
+payloads to one OpenAI-shaped `ChatRequest`; the session never sees wire payloads, which is why
+the protocols yield identical tokens for the same conversation. A session answers with one
 `ChatChoice` per requested sample (`n`), which the adapters render back to their wire format.
 """
 

@@ -4,6 +4,8 @@ Endpoints (docs/architecture.md, "Gateway HTTP API"):
 
 - `POST /sessions` -> `{session_id, api_key, openai_base_url, anthropic_base_url}`
 - `POST /sessions/<id>/v1/chat/completions` (OpenAI, `stream` as SSE), `GET .../v1/models`
+- `POST /sessions/<id>/v1/responses` (OpenAI Responses, `stream` as SSE; `previous_response_id`
+  names one of the session's newest stored responses)
 - `POST /sessions/<id>/v1/messages` (Anthropic, `stream` as SSE; as Claude Code and the SDK's
   `beta.messages` send it, `?beta=true` and `anthropic-beta` included; the adapter's docstring
   lists which fields are honoured, ignored and counted, or refused), and
@@ -31,6 +33,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
@@ -59,6 +62,14 @@ from uni_agent_core.gateway.adapters.openai_render import (
     OpenAIChunkStream,
     openai_response,
     sse_event,
+)
+from uni_agent_core.gateway.adapters.responses import parse_responses_request, remember_response
+from uni_agent_core.gateway.adapters.responses_render import (
+    ResponseHeader,
+    ResponsesEventStream,
+    reply_message,
+    responses_response,
+    responses_sse_event,
 )
 from uni_agent_core.gateway.heap import IdleHeapTrimmer
 from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
@@ -161,6 +172,40 @@ class _Rejected(Exception):
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param = status, message, param
+
+
+Frames = Callable[..., list[bytes]]
+
+
+@dataclass(slots=True)
+class _ChatTurn:
+    """One parsed chat request and how its protocol answers it, plain or streamed.
+
+    `respond` renders the choices as the JSON body; a stream is `start()`, `delta()` for every
+    sampled text delta, `finish()` with the choices (or `fail(status, envelope)` after an
+    error), then `end()`; each returns the SSE frames to send.
+    """
+
+    chat: ChatRequest
+    respond: Callable[[list[ChatChoice]], dict[str, Any]]
+    start: Frames
+    delta: Frames
+    finish: Frames
+    fail: Frames
+    end: Frames = list
+
+
+@dataclass(frozen=True, slots=True)
+class _ChatProtocol:
+    """A chat endpoint: its metrics label, error envelope, and how a payload becomes a turn."""
+
+    name: str
+    envelope: ErrorRenderer
+    parse: Callable[[Any, GatewaySession], _ChatTurn]
+    ignored_headers: tuple[str, ...] = ()
+    """Request headers counted among the ignored fields when present (Anthropic's
+    `anthropic-beta`: no beta changes our tokens; the adapter refuses each beta field that
+    would)."""
 
 
 def create_app(
@@ -339,164 +384,196 @@ def create_app(
         entry = {"id": model_name, "object": "model", "created": 0, "owned_by": "agent-rl"}
         return JSONResponse({"object": "list", "data": [entry]})
 
-    async def chat_completions(request: Request) -> Response:
-        session_id = request.path_params["session_id"]
-        started = time.perf_counter()
-        manager.metrics.requests += 1
-        try:
-            session = session_for(request, session_id)
-            payload = await read_json(request)
-            chat = parse_openai_request(payload, session.history)
-            include_usage = openai_include_usage(payload)
-        except (_Rejected, WireError) as exc:
-            return error_response(_openai_envelope, exc)
-        manager.metrics.observe_ignored("openai", chat.ignored)
-        del payload  # the parsed body is not held while generating (the session has its tokens)
-        response_id = "chatcmpl-" + uuid.uuid4().hex
-        created = int(time.time())
-        if chat.stream:
-            stream = OpenAIChunkStream(
-                model=model_name,
-                created=created,
-                response_id=response_id,
-                n=chat.n,
-                include_usage=include_usage,
-            )
-            return StreamingResponse(
-                _openai_events(session, chat, stream, started),
-                media_type="text/event-stream",
-            )
-        try:
-            choices = await unless_disconnected(session.chat(chat), request.receive)
-        except ClientDisconnectedError:
-            return abandoned()
-        except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
-            return error_response(_openai_envelope, exc)
-        finally:
-            manager.metrics.request_latency.observe(time.perf_counter() - started)
-        return JSONResponse(
-            openai_response(choices, model=model_name, created=created, response_id=response_id)
-        )
+    def note_ignored_headers(request: Request, protocol: _ChatProtocol, chat: ChatRequest) -> None:
+        present = tuple(name for name in protocol.ignored_headers if request.headers.get(name))
+        chat.ignored = (*chat.ignored, *present)
+        manager.metrics.observe_ignored(protocol.name, chat.ignored)
 
-    async def _openai_events(
-        session: GatewaySession, chat: ChatRequest, stream: OpenAIChunkStream, started: float
+    def chat_route(protocol: _ChatProtocol) -> Callable[[Request], Awaitable[Response]]:
+        """The handler of one chat endpoint: the steps every protocol shares, in order."""
+
+        async def handler(request: Request) -> Response:
+            session_id = request.path_params["session_id"]
+            started = time.perf_counter()
+            manager.metrics.requests += 1
+            try:
+                session = session_for(request, session_id)
+                # The body is not held while generating (the session has its tokens).
+                turn = protocol.parse(await read_json(request), session)
+            except (_Rejected, WireError) as exc:
+                return error_response(protocol.envelope, exc)
+            note_ignored_headers(request, protocol, turn.chat)
+            if turn.chat.stream:
+                return StreamingResponse(
+                    _chat_stream(session, turn, protocol.envelope, started),
+                    media_type="text/event-stream",
+                )
+            try:
+                choices = await unless_disconnected(session.chat(turn.chat), request.receive)
+            except ClientDisconnectedError:
+                return abandoned()
+            except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
+                return error_response(protocol.envelope, exc)
+            finally:
+                manager.metrics.request_latency.observe(time.perf_counter() - started)
+            return JSONResponse(turn.respond(choices))
+
+        return handler
+
+    async def _chat_stream(
+        session: GatewaySession, turn: _ChatTurn, envelope: ErrorRenderer, started: float
     ) -> AsyncIterator[bytes]:
-        for chunk in stream.start():
-            yield sse_event(chunk)
+        for frame in turn.start():
+            yield frame
         try:
-            async for item in _chat_events(session, chat):
-                if isinstance(item, StreamDelta):
-                    for chunk in stream.delta(item):
-                        yield sse_event(chunk)
-                else:
-                    for choice in item:
-                        for chunk in stream.finish(choice):
-                            yield sse_event(chunk)
-                    for chunk in stream.usage(item):
-                        yield sse_event(chunk)
+            async for item in _chat_events(session, turn.chat):
+                frames = turn.delta(item) if isinstance(item, StreamDelta) else turn.finish(item)
+                for frame in frames:
+                    yield frame
         except Exception as exc:  # deliberate boundary: the stream has started; send an error
             manager.metrics.request_errors += 1
-            _, body = error_body(_openai_envelope, exc)
-            yield sse_event(body)
+            status, body = error_body(envelope, exc)
+            for frame in turn.fail(status, body):
+                yield frame
         finally:
             manager.metrics.request_latency.observe(time.perf_counter() - started)
-        yield SSE_DONE
+        for frame in turn.end():
+            yield frame
 
-    # -- Anthropic ---------------------------------------------------------------------------
+    # -- OpenAI Chat Completions ---------------------------------------------------------------
 
-    async def messages(request: Request) -> Response:
-        session_id = request.path_params["session_id"]
-        started = time.perf_counter()
-        manager.metrics.requests += 1
-        try:
-            session = session_for(request, session_id)
-            chat = parse_anthropic_request(await read_json(request), session.history)
-        except (_Rejected, WireError) as exc:
-            return error_response(_anthropic_envelope, exc)
-        _note_beta_header(request, chat)
-        manager.metrics.observe_ignored("anthropic", chat.ignored)
+    def openai_turn(payload: Any, session: GatewaySession) -> _ChatTurn:
+        chat = parse_openai_request(payload, session.history)
+        response_id, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
+        stream = OpenAIChunkStream(
+            model=model_name,
+            created=created,
+            response_id=response_id,
+            n=chat.n,
+            include_usage=openai_include_usage(payload),
+        )
+
+        def finish(choices: list[ChatChoice]) -> list[bytes]:
+            chunks = [chunk for choice in choices for chunk in stream.finish(choice)]
+            return [sse_event(chunk) for chunk in chunks + stream.usage(choices)]
+
+        return _ChatTurn(
+            chat,
+            respond=lambda choices: openai_response(
+                choices, model=model_name, created=created, response_id=response_id
+            ),
+            start=lambda: [sse_event(chunk) for chunk in stream.start()],
+            delta=lambda delta: [sse_event(chunk) for chunk in stream.delta(delta)],
+            finish=finish,
+            fail=lambda _, body: [sse_event(body)],
+            end=lambda: [SSE_DONE],
+        )
+
+    # -- OpenAI Responses ----------------------------------------------------------------------
+
+    def responses_turn(payload: Any, session: GatewaySession) -> _ChatTurn:
+        request = parse_responses_request(payload, session.history, session.responses)
+        header = ResponseHeader(
+            response_id="resp_" + uuid.uuid4().hex,
+            created_at=int(time.time()),
+            model=model_name,
+            tools=request.tools,
+            previous_response_id=request.previous_response_id,
+            store=request.store,
+        )
+        stream = ResponsesEventStream(header)
+
+        def remember(choice: ChatChoice, items: list[dict[str, Any]]) -> None:
+            if request.store:
+                reply = reply_message(choice, items)
+                remember_response(session.responses, header.response_id, request, reply)
+
+        def respond(choices: list[ChatChoice]) -> dict[str, Any]:
+            body = responses_response(header, choices[0])
+            remember(choices[0], body["output"])
+            return body
+
+        def finish(choices: list[ChatChoice]) -> list[bytes]:
+            events = stream.finish(choices[0])
+            remember(choices[0], stream.output)
+            return [responses_sse_event(event) for event in events]
+
+        return _ChatTurn(
+            request.chat,
+            respond=respond,
+            start=lambda: [responses_sse_event(event) for event in stream.start()],
+            delta=lambda delta: [responses_sse_event(event) for event in stream.delta(delta)],
+            finish=finish,
+            fail=lambda status, body: [
+                responses_sse_event(event) for event in stream.fail(status, body)
+            ],
+        )
+
+    # -- Anthropic Messages --------------------------------------------------------------------
+
+    def anthropic_turn(payload: Any, session: GatewaySession) -> _ChatTurn:
+        chat = parse_anthropic_request(payload, session.history)
         message_id = "msg_" + uuid.uuid4().hex
-        if chat.stream:
-            return StreamingResponse(
-                _anthropic_events(session, chat, message_id, started),
-                media_type="text/event-stream",
-            )
-        try:
-            (choice,) = await unless_disconnected(session.chat(chat), request.receive)
-        except ClientDisconnectedError:
-            return abandoned()
-        except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
-            return error_response(_anthropic_envelope, exc)
-        finally:
-            manager.metrics.request_latency.observe(time.perf_counter() - started)
-        manager.metrics.invalid_tool_inputs += invalid_tool_inputs(choice)
-        return JSONResponse(anthropic_response(choice, model=model_name, message_id=message_id))
+        stream = AnthropicEventStream(model=model_name, message_id=message_id)
+
+        def respond(choices: list[ChatChoice]) -> dict[str, Any]:
+            (choice,) = choices
+            manager.metrics.invalid_tool_inputs += invalid_tool_inputs(choice)
+            return anthropic_response(choice, model=model_name, message_id=message_id)
+
+        def finish(choices: list[ChatChoice]) -> list[bytes]:
+            manager.metrics.invalid_tool_inputs += invalid_tool_inputs(choices[0])
+            return [anthropic_sse_event(event) for event in stream.finish(choices[0])]
+
+        return _ChatTurn(
+            chat,
+            respond=respond,
+            start=lambda: [anthropic_sse_event(event) for event in stream.start()],
+            delta=lambda delta: [anthropic_sse_event(event) for event in stream.delta(delta)],
+            finish=finish,
+            fail=lambda _, body: [anthropic_sse_event(body)],
+        )
+
+    protocols = {
+        "chat/completions": _ChatProtocol("openai", _openai_envelope, openai_turn),
+        "responses": _ChatProtocol("responses", _openai_envelope, responses_turn),
+        "messages": _ChatProtocol(
+            "anthropic", _anthropic_envelope, anthropic_turn, ("anthropic-beta",)
+        ),
+    }
+    routes = {
+        path: (chat_route(protocol), protocol.envelope) for path, protocol in protocols.items()
+    }
+    for path, (handler, _) in routes.items():
+        app.add_route(f"/sessions/{{session_id}}/v1/{path}", handler, methods=["POST"])
 
     async def count_tokens(request: Request) -> Response:
         try:
             session = session_for(request, request.path_params["session_id"])
             chat = parse_anthropic_count_tokens(await read_json(request))
-            _note_beta_header(request, chat)
-            manager.metrics.observe_ignored("anthropic", chat.ignored)
+            note_ignored_headers(request, protocols["messages"], chat)
             tokens = await session.count_prompt_tokens(chat)
         except Exception as exc:  # deliberate boundary: answer in the protocol's envelope
             return error_response(_anthropic_envelope, exc)
         return JSONResponse({"input_tokens": tokens})
 
-    async def _anthropic_events(
-        session: GatewaySession, chat: ChatRequest, message_id: str, started: float
-    ) -> AsyncIterator[bytes]:
-        stream = AnthropicEventStream(model=model_name, message_id=message_id)
-        for event in stream.start():
-            yield anthropic_sse_event(event)
-        try:
-            async for item in _chat_events(session, chat):
-                if isinstance(item, StreamDelta):
-                    for event in stream.delta(item):
-                        yield anthropic_sse_event(event)
-                else:
-                    manager.metrics.invalid_tool_inputs += invalid_tool_inputs(item[0])
-                    for event in stream.finish(item[0]):
-                        yield anthropic_sse_event(event)
-        except Exception as exc:  # deliberate boundary: the stream has started; send an error
-            manager.metrics.request_errors += 1
-            _, body = error_body(_anthropic_envelope, exc)
-            yield anthropic_sse_event(body)
-        finally:
-            manager.metrics.request_latency.observe(time.perf_counter() - started)
-
-    app.add_route("/sessions/{session_id}/v1/chat/completions", chat_completions, methods=["POST"])
-    app.add_route("/sessions/{session_id}/v1/messages", messages, methods=["POST"])
     app.add_route("/sessions/{session_id}/v1/messages/count_tokens", count_tokens, methods=["POST"])
-    return GatewayApp(
-        app,
-        {
-            "chat/completions": (chat_completions, _openai_envelope),
-            "messages": (messages, _anthropic_envelope),
-        },
-        manager,
-    )
+    return GatewayApp(app, routes, manager)
 
 
-def _note_beta_header(request: Request, chat: ChatRequest) -> None:
-    """Name the `anthropic-beta` header among the ignored fields: no beta changes our tokens
-    (the adapter refuses each beta field that would)."""
-    if request.headers.get("anthropic-beta"):
-        chat.ignored = (*chat.ignored, "anthropic-beta")
-
-
-_CHAT_PATH = re.compile(r"/sessions/([^/]+)/v1/(chat/completions|messages)")
+_CHAT_PATH = re.compile(r"/sessions/([^/]+)/v1/(chat/completions|responses|messages)")
 
 
 class GatewayApp:
     """The gateway's ASGI entry point: chat requests go straight to their handlers.
 
     A chat turn is the gateway's hot path; FastAPI's middleware and router layers cost about a
-    tenth of it. `POST /sessions/<id>/v1/chat/completions` and `.../v1/messages` are therefore
-    dispatched here (an unexpected error still becomes a 500 in the protocol's envelope), and
-    everything else — lifespan and `.../v1/messages/count_tokens` included — goes to the FastAPI
-    app, which serves the same two routes too. The match is on the ASGI path, which carries no
-    query string, so the SDK's `.../v1/messages?beta=true` takes the fast path too.
+    tenth of it. `POST /sessions/<id>/v1/chat/completions`, `.../v1/responses` and
+    `.../v1/messages` are therefore dispatched here (an unexpected error still becomes a 500 in
+    the protocol's envelope), and everything else — lifespan and `.../v1/messages/count_tokens`
+    included — goes to the FastAPI app, which serves the same three routes too. The match is on
+    the ASGI path, which carries no query string, so the SDK's `.../v1/messages?beta=true` takes
+    the fast path too.
     """
 
     def __init__(

@@ -33,7 +33,12 @@ from uni_agent_core.gateway.chain import Chain, Continuation, select_chain, toke
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import DecodedReply, ReplyDecoder
 from uni_agent_core.gateway.hashing import HASH_SIZE, extend_hash, tools_key
-from uni_agent_core.gateway.history import HistoryCache, LoweredHistory, history_hashes
+from uni_agent_core.gateway.history import (
+    HistoryCache,
+    LoweredHistory,
+    ResponseStore,
+    history_hashes,
+)
 from uni_agent_core.gateway.metrics import GatewayMetrics
 from uni_agent_core.gateway.request import ChatChoice, ChatRequest, Message, StreamDelta
 from uni_agent_core.inference.types import Engine, FinishReason, GenerateRequest, TokenOutput
@@ -147,6 +152,8 @@ class GatewaySession:
         """Generations in flight; `close()` cancels them."""
         self.history = HistoryCache()
         """The wire adapters' memo of the last lowered history (see `gateway/history.py`)."""
+        self.responses = ResponseStore()
+        """Stored OpenAI Responses, for requests that name a `previous_response_id`."""
 
     # -- public API -------------------------------------------------------------------------
 

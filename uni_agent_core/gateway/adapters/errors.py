@@ -1,9 +1,9 @@
-"""The error both wire adapters raise for a payload they cannot lower, plus shared checks.
+"""The error the wire adapters raise for a payload they cannot lower, plus shared checks.
 
 `WireError` carries an HTTP status, a message that names the offending field and the fix, and
 the field's path (`param`, e.g. `messages[2].role`). The server catches it and renders the
 provider's own error envelope (`openai_error` / `anthropic_error`), so a bad payload never
-reaches a session. The small type checks here are shared so both adapters word their errors
+reaches a session. The small type checks here are shared so the adapters word their errors
 alike, and so is the check that every tool result answers an earlier tool call.
 """
 
@@ -170,11 +170,13 @@ def check_tool_results(
     cache: HistoryCache | None,
     calls_of: CallIds,
     answers_of: Answers,
+    known: Iterable[str] = (),
 ) -> None:
     """Refuses a tool result that answers no tool call made before it, as both providers do.
 
     Only the messages after the part the session's memo vouched for are read; the memo's
-    call ids stand for the rest (`HistoryCache.tool_call_ids`). Malformed messages are left
+    call ids stand for the rest (`HistoryCache.tool_call_ids`). `known` are calls made before
+    `raw_messages` (a stored conversation the request continues). Malformed messages are left
     to lowering, which has named their fault already.
 
     Raises:
@@ -183,6 +185,7 @@ def check_tool_results(
     """
     start = lowered.raw_known if cache is not None else 0
     called = set(cache.tool_call_ids) if cache is not None and start else set()
+    called.update(known)
     try:
         for i in range(start, len(raw_messages)):
             raw = raw_messages[i]
