@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -21,6 +22,7 @@ from pydantic import TypeAdapter
 from uni_agent_core.gateway.adapters.anthropic import (
     anthropic_error,
     anthropic_wire_error,
+    parse_anthropic_count_tokens,
     parse_anthropic_request,
 )
 from uni_agent_core.gateway.adapters.anthropic_render import (
@@ -32,6 +34,7 @@ from uni_agent_core.gateway.adapters.anthropic_render import (
 )
 from uni_agent_core.gateway.adapters.errors import WireError
 from uni_agent_core.gateway.adapters.openai import parse_openai_request
+from uni_agent_core.gateway.history import HistoryCache
 from uni_agent_core.gateway.request import (
     ChatChoice,
     ChatRequest,
@@ -846,3 +849,185 @@ def test_error_event_framing() -> None:
     _, body = anthropic_error(529, "busy")
     assert body["error"]["type"] == "overloaded_error"
     assert anthropic_sse_event(body).startswith(b"event: error\ndata: ")
+
+
+CLAUDE_CODE = json.loads(
+    (Path(__file__).parent / "fixtures" / "claude_code_2.1.328_request.json").read_text()
+)["body"]
+
+
+def test_claude_code_first_request_lowers_with_its_ignored_fields() -> None:
+    request = parse_anthropic_request(CLAUDE_CODE)
+    assert [m.role for m in request.messages] == ["system", "user", "system"]
+    system, user, environment = request.messages
+    assert system.content == "\n".join(block["text"] for block in CLAUDE_CODE["system"])
+    assert user.content == "\n".join(b["text"] for b in CLAUDE_CODE["messages"][0]["content"])
+    assert user.content.endswith("\nfix a.py")
+    assert environment.content.startswith("# Environment")
+    # The deferred placeholder stays out of the prompt, as Anthropic keeps it out of its own.
+    names = [tool["function"]["name"] for tool in request.tools or []]
+    assert len(names) == len(CLAUDE_CODE["tools"]) - 1 and "DeferredToolPlaceholder" not in names
+    assert (request.sampling.max_tokens, request.stream) == (128000, True)
+    assert request.ignored == (
+        "context_management",
+        "messages.content.cache_control",
+        "messages.output_config",
+        "metadata",
+        "output_config",
+        "system.cache_control",
+        "thinking",
+    )
+
+
+EVERY_IGNORED_FIELD = _request(
+    system=[{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}, "citations": []}],
+    messages=[
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "q", "citations": [{"type": "char_location"}]}],
+        },
+        {"role": "system", "content": "note", "clear_at": "never", "output_config": {}},
+        {"role": "system", "output_config": {"effort": "high"}},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hm", "signature": "sig"},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "shell",
+                    "input": {},
+                    "caller": {"type": "direct"},
+                    "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "is_error": True,
+                    "cache_control": {"type": "ephemeral"},
+                    "content": [
+                        {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
+                    ],
+                }
+            ],
+        },
+    ],
+    tools=[
+        {
+            **SHELL_TOOL,
+            "cache_control": {"type": "ephemeral"},
+            "strict": True,
+            "eager_input_streaming": True,
+            "allowed_callers": ["direct"],
+            "input_examples": [],
+        },
+        {**SHELL_TOOL, "name": "later", "defer_loading": True},
+    ],
+    tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+    metadata={"user_id": "u"},
+    thinking={"type": "enabled", "budget_tokens": 2048},
+    output_config={"effort": "medium"},
+    context_management={"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    cache_control={"type": "ephemeral"},
+    service_tier="auto",
+    speed="fast",
+    inference_geo="us",
+    diagnostics={"previous_message_id": None},
+    billing_policy={"type": "billing_policy", "bill_to": "self"},
+    fallbacks="default",
+    fallback_credit_token="tok",
+    container="container_1",
+    mcp_servers=[],
+)
+
+
+def test_every_ignored_field_is_named_once_without_indices() -> None:
+    request = parse_anthropic_request(EVERY_IGNORED_FIELD)
+    assert request.ignored == (
+        "billing_policy",
+        "cache_control",
+        "container",
+        "context_management",
+        "diagnostics",
+        "fallback_credit_token",
+        "fallbacks",
+        "inference_geo",
+        "mcp_servers",
+        "messages.content.cache_control",
+        "messages.content.caller",
+        "messages.content.citations",
+        "messages.content.content.cache_control",
+        "messages.content.is_error",
+        "messages.content.redacted_thinking",
+        "messages.content.signature",
+        "messages.output_config",
+        "metadata",
+        "output_config",
+        "service_tier",
+        "speed",
+        "system.cache_control",
+        "system.citations",
+        "thinking",
+        "tool_choice.disable_parallel_tool_use",
+        "tools.allowed_callers",
+        "tools.cache_control",
+        "tools.eager_input_streaming",
+        "tools.input_examples",
+        "tools.strict",
+    )
+    # What is honoured: the system note in place (the one with only output_config renders
+    # nothing), the thinking as reasoning, the deferred tool left out.
+    assert [(m.role, m.content) for m in request.messages] == [
+        ("system", "s"),
+        ("user", "q"),
+        ("system", "note"),
+        ("assistant", ""),
+        ("tool", "x"),
+    ]
+    assert request.messages[3].reasoning_content == "hm"
+    assert request.tools == [SHELL_FUNCTION]
+
+
+def test_ignored_fields_of_remembered_messages_are_still_reported() -> None:
+    # The memo spares lowering the messages it vouches for; their ignored fields come with it.
+    cache = HistoryCache()
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "q", "citations": []}]},
+        {"role": "assistant", "content": "a"},
+    ]
+    first = parse_anthropic_request(_request(messages=history), cache)
+    assert first.ignored == ("messages.content.citations",)
+    history += [{"role": "user", "content": "more"}]
+    second = parse_anthropic_request(_request(messages=history), cache)
+    assert second.messages.raw_known == 2 and cache.hits == 1
+    assert second.ignored == ("messages.content.citations",)
+    plain = parse_anthropic_request(_request(), cache)
+    assert plain.ignored == ()
+
+
+def test_count_tokens_body_takes_no_generation_fields() -> None:
+    body = {key: value for key, value in CLAUDE_CODE.items() if key in _COUNT_TOKENS_BODY}
+    request = parse_anthropic_count_tokens(body)
+    assert request.sampling.max_tokens is None and not request.stream
+    assert [m.role for m in request.messages] == ["system", "user", "system"]
+    for key, value in (("max_tokens", 5), ("stream", True), ("temperature", 0.5)):
+        with pytest.raises(WireError) as caught:
+            parse_anthropic_count_tokens({**body, key: value})
+        assert caught.value.param == key
+
+
+_COUNT_TOKENS_BODY = {
+    "model",
+    "messages",
+    "system",
+    "tools",
+    "thinking",
+    "output_config",
+    "context_management",
+}

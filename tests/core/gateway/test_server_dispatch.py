@@ -68,3 +68,22 @@ def test_an_unexpected_error_is_a_500_in_the_protocols_envelope(
     if path == "messages":
         assert payload["type"] == "error"
     assert app.state.manager.metrics.request_errors == 1
+
+
+def test_the_sdks_beta_query_takes_the_fast_path_and_count_tokens_goes_to_fastapi(app) -> None:
+    seen: list[str] = []
+    fastapi = app.api
+
+    async def spy(scope, receive, send):
+        seen.append(scope.get("path", scope["type"]))
+        await fastapi(scope, receive, send)
+
+    app.api = spy
+    body = {"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    beta = asyncio.run(_post_chat(app, "messages?beta=true", body))
+    assert beta.status_code == 200 and beta.json()["type"] == "message"
+    assert not any(path.endswith("/v1/messages") for path in seen)
+    body.pop("max_tokens")
+    counted = asyncio.run(_post_chat(app, "messages/count_tokens?beta=true", body))
+    assert counted.status_code == 200 and counted.json()["input_tokens"] > 0
+    assert seen[-1].endswith("/v1/messages/count_tokens")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from array import array
 
 import pytest
@@ -447,3 +448,56 @@ def test_a_failing_sample_cancels_its_siblings_and_commits_nothing(make_session)
 
     run(go())
     assert session.chains == [] and session.calls == []
+
+
+def test_count_prompt_tokens_matches_every_kind_of_call_and_changes_nothing(make_session) -> None:
+    session, engine = make_session()
+    note = Message(role="system", content="note: tests are slow")
+
+    async def counted_then_asked(messages):
+        request = ChatRequest(messages=messages, tools=TOOLS)
+        before = [(c.id, c.total_tokens, c.digests) for c in session.chains], len(session.calls)
+        count = await session.count_prompt_tokens(request)
+        assert (
+            [(c.id, c.total_tokens, c.digests) for c in session.chains],
+            len(session.calls),
+        ) == (before)
+        choice = await ask(session, messages, TOOLS)
+        assert count == choice.prompt_tokens == len(engine.requests[-1].prompt_ids)
+        return choice
+
+    async def go():
+        a = await counted_then_asked([SYSTEM, USER, note])  # new chain, a system note last
+        history = [SYSTEM, USER, note, assistant(a.content), note, tool("x")]
+        b = await counted_then_asked(history)  # append, a system note mid-history
+        assert b.chain_id == a.chain_id
+        # A rewrite of the latest assistant: a rollback, counted from the cut.
+        c = await counted_then_asked([*history, assistant("rewritten"), USER])
+        assert c.chain_id == a.chain_id and session.metrics.rollbacks == 1
+        history += [assistant("rewritten"), USER, assistant(c.content), note, USER]
+        d = await counted_then_asked(history)
+        assert d.chain_id == a.chain_id and session.metrics.rollbacks == 1
+
+    run(go())
+    check(session)
+
+
+def test_a_template_that_cannot_render_a_late_system_message_refuses_it(make_session) -> None:
+    session, engine = make_session()
+    session.codec = copy.copy(session.codec)
+    session.codec.mid_system = False
+
+    async def go():
+        late = [USER, Message(role="system", content="note")]
+        with pytest.raises(RequestRejectedError, match="system message after the first"):
+            await ask(session, late)
+        with pytest.raises(RequestRejectedError) as caught:
+            await session.count_prompt_tokens(ChatRequest(messages=late))
+        assert caught.value.param == "messages"
+        first = await ask(session, [Message(role="system", content="first"), USER])
+        history = [Message(role="system", content="first"), USER, assistant(first.content)]
+        with pytest.raises(RequestRejectedError):  # appended to the chain: refused too
+            await ask(session, [*history, Message(role="system", content="note")])
+
+    run(go())
+    assert len(session.calls) == 1 and not any(c.reserved for c in session.chains)

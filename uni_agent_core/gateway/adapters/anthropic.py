@@ -19,8 +19,8 @@ Honoured:
 - `model` (any name), `messages`, `stream`, `max_tokens` (capped by the session), `temperature`,
   `top_p`, `top_k` (under the session's `sampling_override`), `stop_sequences` (single-token);
 - `system` (string or text blocks); `system`-role messages (`content` string or text blocks;
-  `clear_at` `never`; none without content renders nothing); the chat template must render a
-  system message after the first (`ChatCodec.mid_system`), else the session refuses it;
+  `clear_at` `never`; one with only `output_config` renders nothing); the chat template must
+  render a system message after the first (`ChatCodec.mid_system`), else the session refuses it;
 - `thinking` blocks in assistant turns -> `reasoning_content` (the template decides whether it
   is shown); `tool_use`, `tool_result` (text content);
 - `tools` (custom: `name`, `description`, `input_schema`); `defer_loading: true` leaves the tool
