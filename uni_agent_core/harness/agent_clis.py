@@ -202,6 +202,18 @@ def install(clis: Sequence[AgentCli], prefix: Path | None = None) -> list[str]:
     return lines
 
 
+def last_json_line(text: str) -> dict | None:
+    """The last line of a CLI's output that is a JSON object, or None."""
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            return value if isinstance(value, dict) else None
+    return None
+
+
 CHECK_TIMEOUT_S = 30.0
 """Deadline of the in-sandbox check that a CLI can be executed."""
 

@@ -228,11 +228,22 @@ class BlackboxHarness:
         if finished.timed_out:
             info["last_error"] = f"the agent ran past timeout_s={launch.timeout_s:g}"
             return HarnessResult(ExitReason.TIMEOUT, steps, info)
+        ended = self.agent_ending(finished.exit_code, finished.stdout)
+        if ended is not None:
+            info["last_error"] = ended[1]
+            return HarnessResult(ended[0], steps, info)
         if finished.exit_code != 0:
             last = finished.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
             info["last_error"] = f"the agent exited with {finished.exit_code}: {last[0][:500]}"
             return HarnessResult(ExitReason.HARNESS_ERROR, steps, info)
         return HarnessResult(ExitReason.FINISHED, steps, info)
+
+    def agent_ending(self, exit_code: int, stdout: str) -> tuple[ExitReason, str] | None:
+        """How the agent says it ended, where that is more than its exit status (an agent that
+        stopped at its own turn limit, or on a reply cut by the token limit): the exit reason
+        and why; None leaves it to the exit status. The plain black-box harness knows no agent's
+        output."""
+        return None
 
     def environment(self, task: TaskSpec, endpoint: Endpoint, task_file: str) -> dict[str, str]:
         """The session's variables (they win over the launch's own environment)."""

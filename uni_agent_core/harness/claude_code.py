@@ -13,11 +13,16 @@ from __future__ import annotations
 import json
 
 from uni_agent_core.config.harness import ClaudeCodeHarnessConfig
-from uni_agent_core.harness.agent_clis import CLAUDE_CODE, check_runs_in, locate
+from uni_agent_core.harness.agent_clis import (
+    CLAUDE_CODE,
+    check_runs_in,
+    last_json_line,
+    locate,
+)
 from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.blackbox import AgentDir, AgentLaunch, BlackboxHarness
 from uni_agent_core.sandbox.base import Sandbox
-from uni_agent_core.types import TaskSpec
+from uni_agent_core.types import ExitReason, TaskSpec
 
 QUIET_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -40,6 +45,19 @@ class ClaudeCodeHarness(BlackboxHarness):
 
     def __init__(self, config: ClaudeCodeHarnessConfig) -> None:
         super().__init__(config, where=config.where)  # type: ignore[arg-type]
+
+    def agent_ending(self, exit_code: int, stdout: str) -> tuple[ExitReason, str] | None:
+        """From the `--output-format json` result: its own turn limit is `max_turns`, a reply
+        cut by the token limit or a prompt over the context `max_tokens`."""
+        result = last_json_line(stdout)
+        if result is None or result.get("type") != "result":
+            return None
+        detail = str(result.get("result") or result.get("subtype") or "")[:500]
+        if result.get("subtype") == "error_max_turns":
+            return ExitReason.MAX_TURNS, f"Claude Code reached --max-turns {self.config.max_turns}"
+        if result.get("api_error") == "max_output_tokens" or "prompt is too long" in detail:
+            return ExitReason.MAX_TOKENS, f"Claude Code: {detail}"
+        return None
 
     async def launch(
         self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint, agent_dir: AgentDir

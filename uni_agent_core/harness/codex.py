@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 
 from uni_agent_core.config.harness import CodexHarnessConfig
-from uni_agent_core.harness.agent_clis import CODEX, check_runs_in, locate
+from uni_agent_core.harness.agent_clis import CODEX, check_runs_in, last_json_line, locate
 from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.blackbox import AgentDir, AgentLaunch, BlackboxHarness
 from uni_agent_core.sandbox.base import Sandbox
-from uni_agent_core.types import TaskSpec
+from uni_agent_core.types import ExitReason, TaskSpec
 
 API_KEY_ENV = "AGENT_RL_API_KEY"
 """The variable Codex reads the session key from (the provider's `env_key`)."""
@@ -65,6 +65,19 @@ class CodexHarness(BlackboxHarness):
 
     def __init__(self, config: CodexHarnessConfig) -> None:
         super().__init__(config, where=config.where)  # type: ignore[arg-type]
+
+    def agent_ending(self, exit_code: int, stdout: str) -> tuple[ExitReason, str] | None:
+        """From the `--json` events: a turn that failed on a reply cut by the token limit, or on
+        the context window, is `max_tokens`."""
+        for line in reversed(stdout.splitlines()):
+            event = last_json_line(line)
+            if event is None or event.get("type") != "turn.failed":
+                continue
+            message = str((event.get("error") or {}).get("message", ""))[:500]
+            if "max_output_tokens" in message or "context window" in message.lower():
+                return ExitReason.MAX_TOKENS, f"Codex: {message}"
+            return None
+        return None
 
     async def launch(
         self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint, agent_dir: AgentDir

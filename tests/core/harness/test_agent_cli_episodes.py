@@ -134,10 +134,24 @@ def gateway(tiny_tokenizer):
         yield url, engine
 
 
-def play(gateway, task: TaskSpec, config: AgentCliHarnessConfig, policy) -> Episode:
+@dataclass
+class FixedReply:
+    """A policy that always says the same thing."""
+
+    reply: str
+    prompts: list[str] = field(default_factory=list)
+
+    def __call__(self, index: int, prompt: str) -> str:
+        self.prompts.append(prompt)
+        return self.reply
+
+
+def play(
+    gateway, task: TaskSpec, config: AgentCliHarnessConfig, policy, sampling: dict | None = None
+) -> Episode:
     url, engine = gateway
     engine.respond = policy
-    created = httpx.post(url + "/sessions", json={}, timeout=10).json()
+    created = httpx.post(url + "/sessions", json={"sampling": sampling or {}}, timeout=10).json()
     endpoint = Endpoint.from_session(created, model="tiny")
     sandbox = sandbox_config().model_copy(update={"network": True})
     factory = task_sandbox_factory(sandbox_for_agent_clis(sandbox, config))
@@ -171,11 +185,11 @@ def decoded(gateway, ids: list[int]) -> str:
 
 
 def claude(**kwargs) -> ClaudeCodeHarnessConfig:
-    return ClaudeCodeHarnessConfig(timeout_s=300, max_turns=10, **kwargs)
+    return ClaudeCodeHarnessConfig(**{"timeout_s": 300, "max_turns": 10, **kwargs})
 
 
 def codex(**kwargs) -> CodexHarnessConfig:
-    return CodexHarnessConfig(timeout_s=300, max_turns=10, **kwargs)
+    return CodexHarnessConfig(**{"timeout_s": 300, "max_turns": 10, **kwargs})
 
 
 def assert_solved(episode: Episode) -> None:
@@ -250,6 +264,23 @@ def test_codex_compaction_summary_and_resumed_conversation_have_chains_of_their_
     assert decoded(gateway, summary.response_ids).startswith("<analysis>")
     assert SUMMARY in decoded(gateway, resumed.prompt_ids)
     assert "seq 1 3000" not in decoded(gateway, resumed.prompt_ids)
+
+
+def test_claude_code_stopped_by_its_own_turn_limit_ends_with_max_turns(gateway, task) -> None:
+    policy = FixedReply("Looking." + tool_call("Bash", {"command": "true"}))
+    episode = play(gateway, task, claude(max_turns=2), policy)
+    assert episode.result.exit_reason == ExitReason.MAX_TURNS, episode.result.info
+    assert episode.result.steps == 2
+    assert tito_violations(episode.trajectories, episode.calls) == []
+
+
+@pytest.mark.parametrize("cli", ["claude_code", "codex"])
+def test_a_reply_cut_by_the_token_limit_ends_with_max_tokens(gateway, task, cli) -> None:
+    config = claude() if cli == "claude_code" else codex()
+    episode = play(gateway, task, config, FixedReply("words " * 100), sampling={"max_tokens": 16})
+    assert episode.result.exit_reason == ExitReason.MAX_TOKENS, episode.result.info
+    assert all(call.finish_reason == "length" for call in episode.calls)
+    assert tito_violations(episode.trajectories, episode.calls) == []
 
 
 def test_a_missing_cli_fails_before_the_episode_with_how_to_install_it(
