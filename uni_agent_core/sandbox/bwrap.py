@@ -191,9 +191,14 @@ def sandbox_options(
     """
     bound = [*RUNTIME_DIRS, *read_only_paths]
     hidden_all = [*hidden, *installed_agent_rl_packages(bound)]
-    argv = [*runtime_binds(read_only_paths), *hide_args(hidden_all, bound)]
+    # A path under /tmp would be covered by the private /tmp: it is bound after it.
+    in_tmp = [path for path in read_only_paths if _under(Path(path), [Path("/tmp")])]
+    elsewhere = [path for path in read_only_paths if path not in in_tmp]
+    argv = [*runtime_binds(elsewhere)]
     argv += ["--dev", "/dev", "--proc", "/proc"]
     argv += ["--bind", str(workspace_host), str(mount_point), "--bind", str(tmp_host), "/tmp"]
+    argv += [arg for path in in_tmp if os.path.isdir(path) for arg in ("--ro-bind", path, path)]
+    argv += hide_args(hidden_all, bound)
     # The root is bwrap's tmpfs; once every mount point exists, nothing new may appear in it.
     argv += ["--remount-ro", "/"]
     argv += ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID)]

@@ -371,3 +371,23 @@ def test_run_directory_and_cache_are_hidden_from_the_agent(monkeypatch) -> None:
     finally:
         shutil.rmtree(secret_dir)
     assert "hidden_tests.py" not in result.stdout and "42" not in result.stdout
+
+
+@needs_bwrap
+def test_a_read_only_path_under_tmp_is_bound_over_the_private_tmp(tmp_path: Path) -> None:
+    tool = tmp_path / "tools"  # pytest's tmp_path lies under /tmp
+    tool.mkdir()
+    (tool / "hello").write_text("from the host\n")
+    config = LocalSandboxConfig(isolation="bubblewrap", read_only_paths=[str(tool)])
+    (tmp_path / "sandboxes").mkdir()
+
+    async def main() -> None:
+        async with LocalSandbox.from_config(config, root_dir=str(tmp_path / "sandboxes")) as sb:
+            seen = await sb.exec(f"cat {tool}/hello; touch {tool}/new; echo fresh > /tmp/own")
+            assert seen.stdout == "from the host\n"
+            assert "Read-only file system" in seen.stderr
+            private = await sb.exec("cat /tmp/own")
+            assert private.stdout == "fresh\n"  # /tmp is still the sandbox's own
+
+    asyncio.run(main())
+    assert not (tool / "new").exists()
