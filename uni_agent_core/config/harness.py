@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from uni_agent_core.config.base import ConfigModel, Duration, raise_conflicts
 
@@ -21,6 +21,17 @@ ToolName = Literal["shell", "editor", "submit", "finish"]
 """Tools the ReAct harness can expose."""
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_env_names(value: dict[str, str]) -> dict[str, str]:
+    bad = [name for name in value if not _ENV_NAME.match(name)]
+    if bad:
+        raise ValueError(f"invalid environment variable names: {bad}")
+    return value
+
+
+AgentEnv = Annotated[dict[str, str], AfterValidator(_check_env_names)]
+"""Extra environment variables of an agent process, their names checked."""
 
 
 class ReactHarnessConfig(ConfigModel):
@@ -83,7 +94,7 @@ class BlackboxHarnessConfig(ConfigModel):
     timeout_s: Duration = 3000.0
     """Deadline on the agent process (at most a day); passing it kills the process tree and ends
     with `timeout`."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: AgentEnv = Field(default_factory=dict)
     """Extra environment variables of the agent process (no secrets: use the blocks store)."""
     max_model_calls: int | None = Field(default=None, ge=1)
     """Most model calls per episode: the harness watches the session's recorded calls and stops
@@ -95,14 +106,6 @@ class BlackboxHarnessConfig(ConfigModel):
     def _check_command(cls, value: list[str]) -> list[str]:
         if not value[0].strip():
             raise ValueError("the program name (first item) must not be empty")
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _check_env(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [name for name in value if not _ENV_NAME.match(name)]
-        if bad:
-            raise ValueError(f"invalid environment variable names: {bad}")
         return value
 
 
@@ -150,21 +153,13 @@ class AgentCliHarnessConfig(ConfigModel):
         "issue asks for by editing its files. Do not commit."
     )
     """The task message the CLI gets; `{problem_statement}` is replaced by the task's."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: AgentEnv = Field(default_factory=dict)
     """Extra environment variables of the CLI (no secrets: use the blocks store)."""
     extra_args: list[str] = Field(default_factory=list)
     """More command-line arguments, appended after the preset's own."""
     cli_prefix: Path | None = None
     """The npm prefix the CLIs are installed under; None uses `AGENT_RL_AGENT_CLIS` or the
     project's `.agent-clis/` (where `make setup` puts them)."""
-
-    @field_validator("env")
-    @classmethod
-    def _check_env(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [name for name in value if not _ENV_NAME.match(name)]
-        if bad:
-            raise ValueError(f"invalid environment variable names: {bad}")
-        return value
 
     @field_validator("prompt")
     @classmethod

@@ -1,4 +1,5 @@
-"""The real agent CLIs agent-rl trains black-box: which releases, where they live, installing them.
+"""The real agent CLIs agent-rl trains black-box: which releases, where they live, installing them,
+and what their harness presets share (`AgentCliHarness`).
 
 Claude Code (`@anthropic-ai/claude-code`) and Codex (`@openai/codex`) come from the npm registry
 at the versions pinned in `config/harness.py`, installed into one npm prefix: by default the
@@ -27,7 +28,9 @@ from uni_agent_core.config.harness import (
     harness_members,
 )
 from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
+from uni_agent_core.harness.blackbox import BlackboxHarness
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
+from uni_agent_core.types import TaskSpec
 
 PREFIX_ENV = "AGENT_RL_AGENT_CLIS"
 """Environment variable naming the npm prefix of the agent CLIs."""
@@ -231,3 +234,29 @@ async def check_runs_in(sandbox: Sandbox, executable: Path, prefix: Path | None)
             f"the sandbox cannot run {executable}: add {prefix or default_prefix()} to "
             "sandbox.read_only_paths, or run the agent with `where: host`"
         )
+
+
+class AgentCliHarness(BlackboxHarness):
+    """A black-box harness that runs one of the pinned agent CLIs (`cli`) with its preset."""
+
+    cli: AgentCli
+    config: AgentCliHarnessConfig  # type: ignore[assignment]
+
+    def __init__(self, config: AgentCliHarnessConfig) -> None:
+        super().__init__(config, where=config.where)  # type: ignore[arg-type]
+
+    async def executable(self, sandbox: Sandbox) -> Path:
+        """The CLI's executable, checked to be installed and, in a sandbox, runnable there.
+
+        Raises:
+            AgentCliError: it is not installed (or another version is).
+            SandboxError: the sandbox cannot run it.
+        """
+        executable = locate(self.cli, self.config.version, self.config.cli_prefix)
+        if self.where == "sandbox":
+            await check_runs_in(sandbox, executable, self.config.cli_prefix)
+        return executable
+
+    def task_prompt(self, task: TaskSpec) -> str:
+        """The message the CLI is started with."""
+        return self.config.prompt.format(problem_statement=task.problem_statement)

@@ -13,14 +13,9 @@ from __future__ import annotations
 import json
 
 from uni_agent_core.config.harness import ClaudeCodeHarnessConfig
-from uni_agent_core.harness.agent_clis import (
-    CLAUDE_CODE,
-    check_runs_in,
-    last_json_line,
-    locate,
-)
+from uni_agent_core.harness.agent_clis import CLAUDE_CODE, AgentCliHarness, last_json_line
 from uni_agent_core.harness.base import Endpoint
-from uni_agent_core.harness.blackbox import AgentDir, AgentLaunch, BlackboxHarness
+from uni_agent_core.harness.blackbox import AgentDir, AgentLaunch
 from uni_agent_core.sandbox.base import Sandbox
 from uni_agent_core.types import ExitReason, TaskSpec
 
@@ -38,13 +33,11 @@ QUIET_ENV = {
 """Claude Code's switches for an offline, unattended run."""
 
 
-class ClaudeCodeHarness(BlackboxHarness):
+class ClaudeCodeHarness(AgentCliHarness):
     """Runs Claude Code on one task (see the module docstring)."""
 
+    cli = CLAUDE_CODE
     config: ClaudeCodeHarnessConfig  # type: ignore[assignment]
-
-    def __init__(self, config: ClaudeCodeHarnessConfig) -> None:
-        super().__init__(config, where=config.where)  # type: ignore[arg-type]
 
     def agent_ending(self, exit_code: int, stdout: str) -> tuple[ExitReason, str] | None:
         """From the `--output-format json` result: its own turn limit is `max_turns`, a reply
@@ -63,9 +56,7 @@ class ClaudeCodeHarness(BlackboxHarness):
         self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint, agent_dir: AgentDir
     ) -> AgentLaunch:
         config = self.config
-        executable = locate(CLAUDE_CODE, config.version, config.cli_prefix)
-        if self.where == "sandbox":
-            await check_runs_in(sandbox, executable, config.cli_prefix)
+        executable = await self.executable(sandbox)
         home = agent_dir.process_path("home")
         # An onboarded profile: no first-run screens, no API-key approval prompt.
         profile = {"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": True}
@@ -73,7 +64,7 @@ class ClaudeCodeHarness(BlackboxHarness):
         command = [
             str(executable),
             "-p",
-            config.prompt.format(problem_statement=task.problem_statement),
+            self.task_prompt(task),
             "--model",
             endpoint.model,
             "--max-turns",

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 
 from uni_agent_core.config.harness import CodexHarnessConfig
-from uni_agent_core.harness.agent_clis import CODEX, check_runs_in, last_json_line, locate
+from uni_agent_core.harness.agent_clis import CODEX, AgentCliHarness, last_json_line
 from uni_agent_core.harness.base import Endpoint
-from uni_agent_core.harness.blackbox import AgentDir, AgentLaunch, BlackboxHarness
+from uni_agent_core.harness.blackbox import AgentDir, AgentLaunch
 from uni_agent_core.sandbox.base import Sandbox
 from uni_agent_core.types import ExitReason, TaskSpec
 
@@ -58,13 +58,11 @@ def codex_config(endpoint: Endpoint, context_window: int = CONTEXT_WINDOW) -> st
     return "\n".join(lines) + "\n"
 
 
-class CodexHarness(BlackboxHarness):
+class CodexHarness(AgentCliHarness):
     """Runs Codex on one task (see the module docstring)."""
 
+    cli = CODEX
     config: CodexHarnessConfig  # type: ignore[assignment]
-
-    def __init__(self, config: CodexHarnessConfig) -> None:
-        super().__init__(config, where=config.where)  # type: ignore[arg-type]
 
     def agent_ending(self, exit_code: int, stdout: str) -> tuple[ExitReason, str] | None:
         """From the `--json` events: a turn that failed on a reply cut by the token limit, or on
@@ -83,9 +81,7 @@ class CodexHarness(BlackboxHarness):
         self, task: TaskSpec, sandbox: Sandbox, endpoint: Endpoint, agent_dir: AgentDir
     ) -> AgentLaunch:
         config = self.config
-        executable = locate(CODEX, config.version, config.cli_prefix)
-        if self.where == "sandbox":
-            await check_runs_in(sandbox, executable, config.cli_prefix)
+        executable = await self.executable(sandbox)
         await sandbox.write_file(agent_dir.sandbox_path("home/config.toml"), codex_config(endpoint))
         bundled = executable.parent.parent / "codex-path"  # Codex's own ripgrep
         command = [
@@ -97,7 +93,7 @@ class CodexHarness(BlackboxHarness):
             "--color",
             "never",
             *config.extra_args,
-            config.prompt.format(problem_statement=task.problem_statement),
+            self.task_prompt(task),
         ]
         env = {
             **config.env,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
+from support.responses_tools import AGENTS, CODEX_REQUEST, PATCH, SHELL
 
 from uni_agent_core.gateway.adapters.errors import WireError
 from uni_agent_core.gateway.adapters.responses import (
@@ -28,26 +28,7 @@ from uni_agent_core.gateway.hashing import prefix_hashes
 from uni_agent_core.gateway.history import HistoryCache, ResponseStore
 from uni_agent_core.gateway.request import ChatChoice, Message, StreamDelta, ToolCall
 
-FIXTURE = Path(__file__).parent / "fixtures" / "codex_0.169.0_responses_request.json"
-SHELL = {
-    "type": "function",
-    "name": "shell",
-    "description": "Run a command.",
-    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
-    "strict": False,
-}
-PATCH = {
-    "type": "custom",
-    "name": "apply_patch",
-    "description": "Apply a patch.",
-    "format": {"type": "grammar", "syntax": "lark", "definition": "start: 'x'"},
-}
-AGENTS = {
-    "type": "namespace",
-    "name": "multi_agent_v1",
-    "description": "Sub-agents.",
-    "tools": [{"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}],
-}
+FIXTURE = CODEX_REQUEST
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 
 
@@ -155,7 +136,7 @@ def test_tools_are_flattened_to_function_tools() -> None:
     parameters = patch["function"]["parameters"]
     assert patch["function"]["name"] == "apply_patch"
     assert parameters["required"] == [CUSTOM_INPUT]
-    assert "lark grammar:\nstart: 'x'" in parameters["properties"][CUSTOM_INPUT]["description"]
+    assert "lark grammar:\nstart: /.+/" in parameters["properties"][CUSTOM_INPUT]["description"]
     assert spawn["function"]["name"] == "multi_agent_v1__spawn_agent"
     assert request.tools == {
         "shell": WireTool("shell"),

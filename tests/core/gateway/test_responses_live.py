@@ -9,38 +9,19 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
+from support.responses_tools import AGENTS, CODEX_REQUEST, PATCH, SHELL
 
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.testing import running_gateway
 from uni_agent_core.gateway.tito import tito_violations
 from uni_agent_core.types import EngineCall, Trajectory
 
-FIXTURE = Path(__file__).parent / "fixtures" / "codex_0.169.0_responses_request.json"
-SHELL = {
-    "type": "function",
-    "name": "shell",
-    "description": "Run a command.",
-    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
-    "strict": False,
-}
-PATCH = {
-    "type": "custom",
-    "name": "apply_patch",
-    "description": "Apply a patch.",
-    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
-}
-AGENTS = {
-    "type": "namespace",
-    "name": "multi_agent_v1",
-    "description": "Sub-agents.",
-    "tools": [{"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}],
-}
+FIXTURE = CODEX_REQUEST
 SHELL_CALL = 'Looking.\n<tool_call>\n{"name": "shell", "arguments": {"cmd": "ls"}}\n</tool_call>'
 PATCH_TEXT = "*** Begin Patch\n*** Add File: a.py\n+x = 1\n*** End Patch"
 PATCH_CALL = (
