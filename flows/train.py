@@ -2,6 +2,14 @@
 one) -> estimate difficulty -> evaluate the starting policy (`eval.before_training`) -> train
 -> evaluate the newest checkpoint -> log to MLflow.
 
+On verl recipes the same five stages run around verl's trainer, which starts its own rollout
+servers inside its run: Best-of-N (and the `before_training` evaluation) on the base policy
+served by the serve stage (`tasks/serving.py`: vLLM, SGLang or vLLM-Ascend, as the pool profile
+says); verl trained on the tasks Best-of-N kept; each chosen checkpoint (`eval.every_n_checkpoints`,
+the last always) merged by verl's model merger, served and evaluated; everything logged into
+verl's MLflow run, with what was served as `repro.served.*` params. Servers stop in `finally`
+blocks, so a failing stage never leaves them running.
+
 Parameters are small (recipe path, overrides, resume); the recipe is validated first, so a bad
 path or an invalid recipe fails the run at once with the validation message, before any stage
 runs. Every stage is a thin Prefect task over `uni_agent_core`; training and evaluation resume
@@ -18,14 +26,18 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
 from blocks import apply_blocks
-from tasks.curriculum import estimate_difficulty
+from tasks.curriculum import estimate_difficulty, learnable_tasks
 from tasks.data import validate_data
 from tasks.evaluation import evaluate
+from tasks.serving import serve, stop
 from tasks.tracking import log_run
 from tasks.training import train as train_task
 from tasks.warm_start import warm_start
 from uni_agent_core.config.pools import load_recipe_for_pool
-from uni_agent_core.rundir.layout import default_run_dir
+from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.rl.verl.merge import find_verl_checkpoints
+from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, default_run_dir
+from uni_agent_core.types import TaskSpec
 
 
 def launch_command(parameters: dict) -> str:
@@ -102,13 +114,9 @@ def train(
         loaded = loaded.model_copy(deep=True)
         loaded.policy.name = warmed["policy"]
     if on_verl:
-        # verl starts its rollout servers inside its own run: Best-of-N probes and checkpoint
-        # evaluation need served weights (`agent-rl curriculum estimate` / `agent-rl eval`
-        # against a checkpoint's servers). The task rows follow the published curriculum.
-        print("agent-rl: verl backend: difficulty estimation and evaluation are not run here")
-    else:
-        estimate_difficulty(loaded, run_dir, valid_tasks)
-    evaluating = loaded.eval.enabled and not on_verl
+        return _train_on_verl(loaded, run_dir, valid_tasks, command)
+    estimate_difficulty(loaded, run_dir, valid_tasks)
+    evaluating = loaded.eval.enabled
     before = None
     if evaluating and loaded.eval.before_training:
         before = evaluate(loaded, run_dir, checkpoint="none")
@@ -137,8 +145,6 @@ def train(
     ]
     first, count = trained["start_step"], trained["steps"]
     lines.append(f"- steps trained: {first + 1}..{first + count} ({trained['backend']})")
-    if trained["backend"] == "verl":
-        lines.append("- verl logged its steps to its own MLflow run and console log")
     if warmed is not None:
         report = warmed["report"]
         lines.append(
@@ -156,6 +162,65 @@ def train(
         lines += [f"- {key}: {value:.3f}" for key, value in sorted(scores["metrics"].items())]
     create_markdown_artifact("\n".join(lines), key="agent-rl-summary")
     return summary
+
+
+def _train_on_verl(recipe: Recipe, run_dir, tasks: list[TaskSpec], command: str) -> dict:
+    """The five stages around verl's trainer, each served policy stopped however a stage ends."""
+    repro: dict[str, str] = {}
+    before = None
+    base = serve(recipe, run_dir, "none")
+    try:
+        estimate_difficulty(base.recipe, run_dir, tasks)
+        if recipe.eval.enabled and recipe.eval.before_training:
+            before = evaluate(base.recipe, run_dir, served_as=["base", 0])
+        repro |= base.repro("base")
+    finally:
+        stop(base)
+    trained = train_task(recipe, run_dir, learnable_tasks(recipe, run_dir, tasks), None, command)
+    evaluations = []
+    if recipe.eval.enabled:
+        for label, checkpoint in chosen_verl_checkpoints(recipe, run_dir):
+            served = serve(recipe, run_dir, str(checkpoint))
+            try:
+                step = served.model.version
+                evaluations.append(evaluate(served.recipe, run_dir, served_as=[label, step]))
+                repro |= served.repro(label)
+            finally:
+                stop(served)
+    last = evaluations[-1] if evaluations else None
+    run_id = log_run(recipe, run_dir, None, last, before, repro) if last else None
+    lines = [
+        f"# agent-rl run `{recipe.name}` (verl)",
+        "",
+        f"- run directory: `{run_dir}`",
+        f"- MLflow run: `{run_id}` (verl's own, with the stages' evaluations)",
+        f"- steps trained: {trained['start_step'] + 1}..{trained['start_step'] + trained['steps']}",
+        f"- served: {', '.join(sorted({v for k, v in repro.items() if k.endswith('.label')}))}",
+    ]
+    for evaluation in evaluations:
+        lines.append(
+            f"- checkpoint step {evaluation['step']}: pass@1 "
+            f"{evaluation['metrics']['eval/pass@1']:.3f}"
+        )
+    create_markdown_artifact("\n".join(lines), key="agent-rl-summary")
+    return {
+        "run_dir": str(run_dir),
+        **trained,
+        "mlflow_run_id": run_id,
+        "eval": last and last["metrics"],
+        "eval_before": before and before["metrics"],
+        "evaluations": [e["metrics"] for e in evaluations],
+        "served": repro,
+    }
+
+
+def chosen_verl_checkpoints(recipe: Recipe, run_dir) -> list[tuple[str, object]]:
+    """`(label, actor dir)` of the verl checkpoints to evaluate: every `eval.every_n_checkpoints`-th
+    of this run's, and the last always."""
+    found = find_verl_checkpoints(run_dir / VERL_CHECKPOINTS)
+    every = recipe.eval.every_n_checkpoints
+    chosen = [item for i, item in enumerate(found, 1) if i % every == 0 or i == len(found)]
+    return [(f"verl-step-{step}", actor) for step, actor in chosen]
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from prefect import task
@@ -34,6 +35,17 @@ def estimate_difficulty(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec]) ->
     path = write_difficulty(report, run_dir / CURRICULUM)
     print(f"estimate-difficulty: {report.counts()}; {len(report.kept_ids)} learnable; {path}")
     return path
+
+
+def learnable_tasks(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec]) -> list[TaskSpec]:
+    """The tasks Best-of-N kept as learnable (`curriculum/difficulty.json`), in their order; all
+    of them when the curriculum is off, no estimate was written, or it kept none."""
+    report = run_dir / CURRICULUM / "difficulty.json"
+    if not recipe.curriculum.enabled or not report.is_file():
+        return tasks
+    kept = set(json.loads(report.read_text()).get("kept_ids") or [])
+    chosen = [task for task in tasks if task.instance_id in kept]
+    return chosen or tasks
 
 
 @task(name="refresh-curriculum")

@@ -13,10 +13,20 @@ from uni_agent_core.eval.suites import recipe_suite
 
 
 @task(name="evaluate-checkpoint", retries=1, retry_delay_seconds=10)
-def evaluate(recipe: Recipe, run_dir: Path, checkpoint: str = "latest") -> dict:
-    """Resumable evaluation (a retry skips finished samples); returns `eval/...` metrics."""
+def evaluate(
+    recipe: Recipe, run_dir: Path, checkpoint: str = "latest", served_as: list | None = None
+) -> dict:
+    """Resumable evaluation (a retry skips finished samples); returns `eval/...` metrics.
+    `served_as` (`[label, version]`) evaluates what the recipe's engine already serves (the
+    serve stage's servers) instead of loading `checkpoint`."""
     suite = recipe_suite(recipe)
-    done = run_evaluation(recipe, suite=suite, checkpoint=checkpoint, run_dir=run_dir)
+    done = run_evaluation(
+        recipe,
+        suite=suite,
+        checkpoint=checkpoint,
+        run_dir=run_dir,
+        served_as=tuple(served_as) if served_as else None,
+    )
     print(f"evaluate-checkpoint: {suite} {done.label}: pass@1 {done.summary.pass_at_1:.3f}")
     return {
         "report_dir": str(done.out_dir),

@@ -9,6 +9,7 @@ from prefect import task
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.rundir.layout import CURRICULUM, VALIDATION
 from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
+from uni_agent_core.tracking.runs import verl_stage_run
 
 
 def before_metrics(metrics: dict[str, float]) -> dict[str, float]:
@@ -23,13 +24,20 @@ def log_run(
     mlflow_run_id: str | None,
     evaluation: dict,
     before: dict | None = None,
-) -> None:
+    params: dict[str, str] | None = None,
+) -> str | None:
     """Eval metrics and the validation, difficulty and eval reports, on the training run; with
-    `before` (the starting policy's evaluation), also `eval_before/...` and the pass@1 delta."""
+    `before` (the starting policy's evaluation), also `eval_before/...` and the pass@1 delta;
+    `params` (what the serve stage served, `repro.served.*`) as run params. A verl run's stages
+    go into verl's own MLflow run (`verl_stage_run`). Returns the MLflow run id."""
+    if mlflow_run_id is None and recipe.trainer.backend.type == "verl":
+        mlflow_run_id = verl_stage_run(recipe, run_dir)
     if mlflow_run_id is None:
         print("log-run: tracking is off; nothing logged")
-        return
+        return None
     tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_id=mlflow_run_id)
+    if params:
+        tracker.log_params(params)
     step = int(evaluation["step"])
     tracker.log_values(step, evaluation["metrics"])
     reports = [Path(evaluation["report_dir"])]
@@ -48,3 +56,4 @@ def log_run(
                 tracker.log_artifact(directory / name, directory.name)
     tracker.finish()
     print(f"log-run: reports attached to MLflow run {mlflow_run_id}")
+    return mlflow_run_id

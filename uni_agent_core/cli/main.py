@@ -75,6 +75,31 @@ def _cmd_agents(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+    from pathlib import Path
+
+    from uni_agent_core.config import load_recipe
+    from uni_agent_core.rl.serve import serve_policy
+    from uni_agent_core.rundir.layout import default_run_dir
+
+    recipe = load_recipe(args.recipe, list(args.set))
+    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        with serve_policy(recipe, run_dir, args.checkpoint) as served:
+            for url in served.base_urls:
+                print(f"{url}/v1  model {served.recipe.engine.model}")
+            print("serving; Ctrl-C or SIGTERM stops the servers", flush=True)
+            stopped.wait()
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    return 0
+
+
 def _cmd_chat(args: argparse.Namespace) -> int:
     from uni_agent_core.inference.chat import chat_once
 
@@ -479,6 +504,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--prefix", help="npm prefix (default: $AGENT_RL_AGENT_CLIS or the project's .agent-clis)"
     )
     agents.set_defaults(func=_cmd_agents)
+
+    serving = sub.add_parser(
+        "serve", help="the recipe's inference servers (vLLM, SGLang, vLLM-Ascend) on a checkpoint"
+    )
+    serving.add_argument("--recipe", required=True, help="recipe YAML (its serve: section)")
+    serving.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    serving.add_argument(
+        "--checkpoint",
+        default="none",
+        help="none (the base policy) | latest | a step-* or verl global_step_* directory",
+    )
+    serving.add_argument("--run-dir", help="the run directory (default runs/<recipe name>)")
+    serving.set_defaults(func=_cmd_serve)
 
     gateway = sub.add_parser("gateway", help="the OpenAI/Anthropic-compatible gateway")
     gateway_sub = gateway.add_subparsers(dest="gateway_command", required=True)

@@ -32,6 +32,7 @@ from uni_agent_core.config.inference import (
 from uni_agent_core.config.model import PolicyConfig
 from uni_agent_core.config.reward import ResolvedRewardConfig, RewardConfig
 from uni_agent_core.config.sandbox import CONTAINER_SANDBOXES, LocalSandboxConfig, SandboxConfig
+from uni_agent_core.config.serving import ServeConfig
 from uni_agent_core.config.tasks import IMAGE_TASKS, MicroSweTasksConfig, TasksConfig
 from uni_agent_core.config.training import TrainerConfig
 from uni_agent_core.config.warm_start import WarmStartConfig
@@ -77,6 +78,9 @@ class Recipe(ConfigModel):
     """Checkpoint evaluation."""
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     """MLflow logging."""
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    """Inference servers the flow launches for stages that need served weights (verl recipes:
+    Best-of-N, checkpoint evaluation, the nightly refresh)."""
 
     @model_validator(mode="after")
     def _check_sections(self) -> Recipe:

@@ -65,15 +65,24 @@ def run_evaluation(
     data: str | None = None,
     concurrency: int | None = None,
     run_dir: str | Path | None = None,
+    served_as: tuple[str, int] | None = None,
 ) -> EvaluationRun:
     """Resolve the suite and checkpoint and run (or resume) the evaluation in its directory
     (`<run dir>/eval/<suite>-<checkpoint>` unless `out` names one), `concurrency` samples at
-    once (None: the recipe's `eval.concurrency`)."""
+    once (None: the recipe's `eval.concurrency`). `served_as` is `(label, policy version)` of
+    weights the recipe's engine already serves (the serve stage's servers): nothing is loaded,
+    and `checkpoint` is not read."""
     root = Path(run_dir) if run_dir else default_run_dir(recipe)
-    source = None if oracle else resolve_checkpoint(recipe, checkpoint, root)
+    served = served_as is not None
+    source = None if oracle or served else resolve_checkpoint(recipe, checkpoint, root)
     tasks = resolve_suite(suite, recipe, max_tasks=max_tasks, data=data)
     samples = 1 if oracle else (k or recipe.eval.k)
-    label = "oracle" if oracle else (source.path.name if source else "base")
+    if oracle:
+        label = "oracle"
+    elif served_as is not None:
+        label = served_as[0]
+    else:
+        label = source.path.name if source else "base"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(suite).stem if Path(suite).exists() else suite)
     target = Path(out) if out else root / EVAL / f"{slug}-{label}"
     evaluation = Evaluation(
@@ -85,6 +94,7 @@ def run_evaluation(
         checkpoint=source,
         oracle=oracle,
         concurrency=concurrency,
+        served_as=served_as,
     )
     summary = asyncio.run(evaluation.run_async())
     return EvaluationRun(summary, target, source, label, slug, evaluation.spec, len(tasks))

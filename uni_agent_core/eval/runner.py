@@ -73,6 +73,7 @@ class Evaluation:
         oracle: bool = False,
         concurrency: int | None = None,
         err: Any = None,
+        served_as: tuple[str, int] | None = None,
     ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -89,6 +90,8 @@ class Evaluation:
         """Samples at once: `concurrency`, or the recipe's `eval.concurrency` when None."""
         self.err = err or sys.stderr
         self.version = int(checkpoint.state.get("version", 0)) if checkpoint else 0
+        if served_as is not None:
+            self.version = served_as[1]
         self.spec = {
             "suite": suite,
             "k": k,
@@ -99,6 +102,8 @@ class Evaluation:
             "seed": recipe.seed,
             "temperature": recipe.gateway.sampling.temperature,
         }
+        if served_as is not None:  # weights the serve stage's servers hold
+            self.spec["served"] = served_as[0]
 
     def _check_spec(self) -> None:
         path = self.out_dir / SPEC

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.rl.step_records import RunSummary
-from uni_agent_core.rundir.layout import VERL, default_run_dir
+from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, default_run_dir
 from uni_agent_core.sandbox.sweep import sweep_dead_runs
 from uni_agent_core.types import TaskSpec
 
@@ -84,7 +84,7 @@ def launch(
 
 def verl_checkpointed_step(run_dir: Path) -> int:
     """The step of verl's newest checkpoint in this run directory (0 when it has none)."""
-    tracker = run_dir / VERL / "checkpoints" / VERL_CHECKPOINT_TRACKER
+    tracker = run_dir / VERL_CHECKPOINTS / VERL_CHECKPOINT_TRACKER
     try:
         return int(tracker.read_text().strip())
     except (OSError, ValueError):

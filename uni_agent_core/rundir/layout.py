@@ -37,6 +37,10 @@ CURRICULUM = "curriculum"
 PUBLISHED_CURRICULUM = "curriculum/published"
 EVAL = "eval"
 VERL = "verl"
+VERL_CHECKPOINTS = "verl/checkpoints"
+"""verl's `default_local_dir`: `global_step_<N>/actor/` per checkpoint and its tracker file."""
+SERVED = "served"
+"""Checkpoints made servable (verl's merged into Hugging Face directories) and server logs."""
 HISTORY_SNAPSHOT = "history-snapshot.sqlite"
 
 

@@ -109,3 +109,24 @@ def describe_run(summary: RunSummary, prefect_api_url: str | None = None) -> str
         ui = prefect_api_url.removesuffix("/api")
         lines.append(f"Prefect UI: {ui}  (flow runs, task logs, the agent-rl-summary artifact)")
     return "\n".join(lines)
+
+
+STAGES_TAG = "agent_rl.stages_of"
+"""Tag of an MLflow run the flow opened for the stages around a verl run (`verl_stage_run`)."""
+
+
+def verl_stage_run(recipe: Recipe, run_dir: Path) -> str:
+    """The MLflow run the flow logs the stages around verl's training into.
+
+    verl logs its steps to a run named after the recipe in the recipe's experiment; the stages
+    (Best-of-N, served evaluations, what was served) go into that same run. When verl logged
+    none, a run of that name is opened and tagged `agent_rl.stages_of` with the run directory.
+    """
+    from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
+
+    try:
+        return latest_run(recipe).run_id
+    except LookupError:
+        tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_dir=run_dir)
+        tracker.client.set_tag(tracker.run_id, STAGES_TAG, str(run_dir.resolve()))
+        return tracker.run_id

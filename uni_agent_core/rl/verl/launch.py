@@ -38,7 +38,12 @@ from uni_agent_core.rl.verl.compile import (
     verl_overrides,
 )
 from uni_agent_core.rl.verl.names import AGENT_LOOP_CLASS, AGENT_NAME, RECIPE_ENV
-from uni_agent_core.rundir.layout import PUBLISHED_CURRICULUM, VERL, write_resolved_recipe
+from uni_agent_core.rundir.layout import (
+    PUBLISHED_CURRICULUM,
+    VERL,
+    VERL_CHECKPOINTS,
+    write_resolved_recipe,
+)
 
 
 class VerlLaunchError(RuntimeError):
@@ -137,7 +142,7 @@ def plan_launch(recipe: Recipe, *, run_dir: Path) -> VerlLaunch:
         val_files=verl_dir / "data" / "val.parquet",
         agent_loop_config=verl_dir / "agent_loops.yaml",
         model_path=model_path(recipe),
-        checkpoint_dir=verl_dir / "checkpoints",
+        checkpoint_dir=(run_dir / VERL_CHECKPOINTS).resolve(),
     )
     overrides = verl_overrides(recipe, inputs)
     config = compose_verl_config(overrides)
