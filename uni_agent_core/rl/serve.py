@@ -127,7 +127,11 @@ def _merged_verl_checkpoint(recipe: Recipe, run_dir: Path, checkpoint: str) -> M
     found = find_verl_checkpoints(run_dir / VERL_CHECKPOINTS)
     if checkpoint != "latest":
         wanted = Path(checkpoint).resolve()
-        found = [(step, actor) for step, actor in found if wanted in (actor, actor.parent)]
+        found = [
+            (step, actor)
+            for step, actor in found
+            if wanted in (actor.resolve(), actor.parent.resolve())
+        ]
     if not found:
         raise ValueError(
             f"no complete verl checkpoint {checkpoint!r} under {run_dir / VERL_CHECKPOINTS}"

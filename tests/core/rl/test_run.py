@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 from support.parity_run import parity_run
+from support.tasks import TEST_KEY
 
 from uni_agent_core.cli import main
 from uni_agent_core.config import load_recipe
+from uni_agent_core.envs.micro_swe.keys import HOST_KEY_PATH, write_key
+from uni_agent_core.models.registry import cache_root
 
 ROOT = Path(__file__).resolve().parents[3]
 CI_SMOKE = str(ROOT / "recipes" / "ci-smoke.yaml")
@@ -29,6 +32,26 @@ SMALL = [
     "gateway.sampling.max_tokens=48",
     "trainer.lr=1e-3",
 ]
+
+
+@pytest.fixture(scope="module")
+def keyed_cache(tmp_path_factory) -> Path:
+    """An agent-rl cache whose micro-swe key is the tests' own (the models are this host's).
+
+    The parity reward is a function of the sampled tokens, which depend on the task text, which
+    depends on the dataset's key: with this host's random key, a few steps may all come out
+    flat (no update), on one host and not another. The tests' key makes them the same
+    everywhere.
+    """
+    cache = tmp_path_factory.mktemp("agent-rl-cache")
+    write_key(cache / HOST_KEY_PATH, TEST_KEY)
+    (cache / "models").symlink_to(cache_root() / "models", target_is_directory=True)
+    return cache
+
+
+@pytest.fixture
+def same_tasks_everywhere(keyed_cache, monkeypatch) -> None:
+    monkeypatch.setenv("AGENT_RL_CACHE", str(keyed_cache))
 
 
 def _metrics(run_dir: Path) -> list[dict]:
@@ -141,7 +164,7 @@ def _start(run_dir: Path, steps: int) -> subprocess.Popen:
 
 
 @pytest.mark.skipif(ISOLATION == "none", reason="replays need bubblewrap's fixed workdir")
-def test_sigkilled_run_resumes_with_the_same_losses(tmp_path) -> None:
+def test_sigkilled_run_resumes_with_the_same_losses(tmp_path, same_tasks_everywhere) -> None:
     reference = tmp_path / "reference"
     done = _start(reference, 6)
     assert done.wait(timeout=600) == 0, done.stderr.read().decode()[-2000:]
@@ -171,7 +194,9 @@ def test_sigkilled_run_resumes_with_the_same_losses(tmp_path) -> None:
         assert ours["train/reward_mean"] == theirs["train/reward_mean"]
 
 
-def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(tmp_path) -> None:
+def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(
+    tmp_path, same_tasks_everywhere
+) -> None:
     overrides = [
         *SMALL,
         "trainer.mode=separate_async",
