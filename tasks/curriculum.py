@@ -49,11 +49,13 @@ def learnable_tasks(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec]) -> lis
 
 
 @task(name="refresh-curriculum")
-def refresh(recipe: Recipe, run_dir: Path, probes: int) -> dict:
-    """Fresh Best-of-N probes with the newest checkpoint, then publish a curriculum version."""
+def refresh(recipe: Recipe, run_dir: Path, probes: int, served_as: str | None = None) -> dict:
+    """Fresh Best-of-N probes with the newest checkpoint, then publish a curriculum version.
+    `served_as` names what the recipe's engine already serves (the serve stage's servers on a
+    verl run's newest checkpoint); otherwise the newest embedded checkpoint is loaded."""
     tasks = build_tasks(recipe)
     history = AttemptHistory(history_path(recipe, run_dir))
-    checkpoint = latest_complete(checkpoint_dir(recipe, run_dir))
+    checkpoint = None if served_as else latest_complete(checkpoint_dir(recipe, run_dir))
     if probes > 0:
         asyncio.run(best_of_n(recipe, tasks, probes, history, checkpoint=checkpoint))
     curriculum = recipe.curriculum
@@ -64,7 +66,7 @@ def refresh(recipe: Recipe, run_dir: Path, probes: int) -> dict:
         window=curriculum.window,
         band=curriculum.target_band,
         min_attempts=curriculum.min_attempts,
-        source_checkpoint=str(checkpoint.path) if checkpoint else None,
+        source_checkpoint=served_as or (str(checkpoint.path) if checkpoint else None),
     )
     print(f"refresh-curriculum: version {published.version} (new: {published.published})")
     return {"version": published.version, "path": str(published.path), "diff": published.diff}

@@ -130,3 +130,11 @@ def test_a_verl_recipe_runs_the_five_stages_on_served_policies(
     assert names.index("estimate-difficulty") < names.index("train")
     assert names.index("train") < names.index("evaluate-checkpoint") < names.index("log-run")
     assert processes_mentioning(str(tmp_path)) == []
+
+    # The nightly refresh probes with the newest verl checkpoint, served the same way.
+    from flows.curriculum import curriculum_refresh
+
+    refreshed = curriculum_refresh(recipe=TINY_VERL, overrides=overrides, probes=1)
+    published = json.loads(Path(refreshed["path"]).read_text())
+    assert published["source_checkpoint"] == label
+    assert processes_mentioning(str(tmp_path)) == []

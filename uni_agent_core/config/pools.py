@@ -2,7 +2,7 @@
 
 A pool (`gpu`, `ascend`) names its profile in the job variable `AGENT_RL_POOL_PROFILE` (a YAML
 file under `pools/`). A profile lists, per recipe section (`trainer.backend`, `engine`,
-`sandbox`), the component kinds the pool runs and the section to use otherwise: a recipe whose
+`sandbox`, and `serve`: the servers of the serve stage), the component kinds the pool runs and the section to use otherwise: a recipe whose
 section is already of a kept kind keeps its tuning (only the `force`d keys, such as the device,
 are set); any other section is replaced by the profile's `default`. So the same recipe runs on
 the `cpu` pool as the embedded default and on the `gpu` pool with verl, vLLM and docker.
@@ -30,14 +30,15 @@ from uni_agent_core.config.recipe import Recipe
 PROFILE_ENV = "AGENT_RL_POOL_PROFILE"
 """Environment variable (set by a pool's job variables) naming the pool's profile file."""
 
-Section = Literal["trainer.backend", "engine", "sandbox"]
+Section = Literal["trainer.backend", "engine", "sandbox", "serve"]
 
 
 class SectionRule(ConfigModel):
     """How a pool treats one recipe section."""
 
     keep_types: list[str] = Field(min_length=1)
-    """Kinds (`type:` values) the pool runs; a recipe section of one of them is kept."""
+    """Kinds (`type:` values; `backend:` for `serve`) the pool runs; a recipe section of one of
+    them is kept."""
     default: dict[str, Any]
     """The section used when the recipe's is of another kind (must validate as the section)."""
     force: dict[str, Any] = Field(default_factory=dict)
@@ -82,7 +83,8 @@ def pool_overrides(recipe: Recipe, profile: PoolProfile) -> list[str]:
     overrides: list[str] = []
     for dotted, rule in profile.sections.items():
         current = _section(recipe, dotted)
-        if current.type in rule.keep_types:
+        kind = current.backend if dotted == "serve" else current.type
+        if kind in rule.keep_types:
             overrides += [
                 format_override(f"{dotted}.{key}", value)
                 for key, value in rule.force.items()
