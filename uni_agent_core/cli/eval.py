@@ -1,8 +1,11 @@
 """`agent-rl eval`: run (or resume) an evaluation, print its summary, and log `eval/...`
-metrics and the reports to MLflow."""
+metrics and the reports to MLflow. A recipe whose engine is inference servers without
+addresses (a verl recipe: verl launches its own) gets servers from the serve stage on the
+checkpoint for the evaluation's duration."""
 
 from __future__ import annotations
 
+from uni_agent_core.config.inference import OpenAIServerEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.eval.evaluate import run_evaluation
 from uni_agent_core.eval.report import eval_metrics
@@ -24,18 +27,24 @@ def evaluate_command(
     track: bool = True,
 ) -> int:
     """`agent-rl eval`."""
-    done = run_evaluation(
-        recipe,
-        suite=suite,
-        checkpoint=checkpoint,
-        k=k,
-        oracle=oracle,
-        out=out,
-        max_tasks=max_tasks,
-        data=data,
-        concurrency=concurrency,
-        run_dir=run_dir,
-    )
+    options = dict(
+        suite=suite, k=k, oracle=oracle, out=out, max_tasks=max_tasks, data=data,
+        concurrency=concurrency, run_dir=run_dir,
+    )  # fmt: skip
+    engine, served_step = recipe.engine, 0
+    if not oracle and isinstance(engine, OpenAIServerEngineConfig) and engine.base_urls is None:
+        from pathlib import Path
+
+        from uni_agent_core.rl.serve import serve_policy
+        from uni_agent_core.rundir.layout import default_run_dir
+
+        root = Path(run_dir) if run_dir else default_run_dir(recipe)
+        with serve_policy(recipe, root, checkpoint) as served:
+            served_as = (served.model.label, served.model.version)
+            served_step = served.model.version
+            done = run_evaluation(served.recipe, served_as=served_as, **options)
+    else:
+        done = run_evaluation(recipe, checkpoint=checkpoint, **options)
     summary, target, source, label = done.summary, done.out_dir, done.checkpoint, done.label
     samples, slug = summary.k, done.slug
     print(
@@ -51,7 +60,7 @@ def evaluate_command(
 
         tracker = MlflowTracker(recipe.tracking, run_name=f"{recipe.name}-eval-{slug}-{label}")
         tracker.log_params(done.spec | {"tasks": done.tasks})
-        tracker.log_step(source.step if source else 0, eval_metrics(summary))
+        tracker.log_step(source.step if source else served_step, eval_metrics(summary))
         for name in ("report.json", "report.md", SAMPLES):
             tracker.log_artifact(target / name, "eval")
         tracker.finish()
