@@ -2,9 +2,10 @@
 
 A pool (`gpu`, `ascend`) names its profile in the job variable `AGENT_RL_POOL_PROFILE` (a YAML
 file under `pools/`). A profile lists, per recipe section (`trainer.backend`, `engine`,
-`sandbox`, and `serve`: the servers of the serve stage), the component kinds the pool runs and the section to use otherwise: a recipe whose
-section is already of a kept kind keeps its tuning (only the `force`d keys, such as the device,
-are set); any other section is replaced by the profile's `default`. So the same recipe runs on
+`sandbox`, and `serve`: the servers of the serve stage), the component kinds the pool runs and
+the section to use otherwise: a recipe whose section is already of a kept kind keeps its tuning
+(only the `force`d keys, such as the device, are set); any other section is replaced by the
+profile's `default`. So the same recipe runs on
 the `cpu` pool as the embedded default and on the `gpu` pool with verl, vLLM and docker.
 
 The profile's changes are ordinary recipe overrides, worked out on the recipe as written and
