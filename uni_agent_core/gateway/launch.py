@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 import gc
-import socket
 from typing import Any
 
 from uni_agent_core.config import GatewayConfig
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.session import SessionSettings
+from uni_agent_core.inference.servers import free_port
 from uni_agent_core.inference.types import Engine
 
 
@@ -39,13 +39,6 @@ def session_manager(
         session_ttl_s=gateway.session_ttl_s,
         max_sessions=gateway.max_sessions,
     )
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago on `host`."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 SERVER_GC_THRESHOLDS = (50_000, 50, 100)

@@ -65,7 +65,8 @@ class ServerSpec:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
+    """A TCP port that was free a moment ago on `host`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
 
