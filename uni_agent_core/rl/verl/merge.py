@@ -13,8 +13,10 @@ state, and `huggingface/` (model config, generation config, tokenizer; no weight
   fsdp`) in a child process, into a staging directory renamed to the target when it succeeded.
   The merger writes bf16 weights (whatever the training dtype), config and tokenizer.
 
-Megatron checkpoints (`actor/model/dist_ckpt`) are not handled here. This module does not import
-verl; the child process does.
+A Megatron actor checkpoint (`actor/model/dist_ckpt/`, verl's `MegatronCheckpointManager`) is
+merged the same way with `--backend megatron`; that merger needs megatron-core and runs on the
+GPU pool's nodes, so it is not exercised on CPU machines. This module does not import verl; the
+child process does.
 """
 
 from __future__ import annotations
@@ -47,11 +49,24 @@ _TOKENIZER_FILES = (
 )
 
 
+MEGATRON_DIST_CKPT = Path("model") / "dist_ckpt"
+"""Where verl's Megatron checkpoint manager keeps an actor's distributed checkpoint."""
+
+
+def checkpoint_backend(actor_dir: Path) -> str:
+    """`megatron` for a Megatron actor checkpoint, else `fsdp` (verl's merger's `--backend`)."""
+    return "megatron" if (Path(actor_dir) / MEGATRON_DIST_CKPT).is_dir() else "fsdp"
+
+
 def checkpoint_problems(actor_dir: Path) -> list[str]:
-    """What keeps `actor_dir` from being a complete verl FSDP actor checkpoint (empty: none)."""
+    """What keeps `actor_dir` from being a complete verl actor checkpoint (empty: none)."""
     actor_dir = Path(actor_dir)
     if not actor_dir.is_dir():
         return [f"{actor_dir} is not a directory"]
+    if checkpoint_backend(actor_dir) == "megatron":
+        if not (actor_dir / HF_SUBDIR / "config.json").is_file():
+            return [f"no {HF_SUBDIR}/config.json (model config and tokenizer)"]
+        return []
     config_path = actor_dir / FSDP_CONFIG
     if not config_path.is_file():
         nested = actor_dir / "actor"
@@ -99,10 +114,11 @@ def find_verl_checkpoints(verl_dir: Path) -> list[tuple[int, Path]]:
 
 
 def merge_verl_checkpoint(actor_dir: Path, target_dir: Path, *, timeout_s: float = 1800) -> Path:
-    """Merge a verl FSDP actor checkpoint into a Hugging Face model directory with verl's merger.
+    """Merge a verl actor checkpoint into a Hugging Face model directory with verl's merger.
 
     Args:
-        actor_dir: `.../global_step_<N>/actor`, as verl's `FSDPCheckpointManager` wrote it.
+        actor_dir: `.../global_step_<N>/actor`, as verl's FSDP (or Megatron) checkpoint manager
+            wrote it.
         target_dir: the HF directory to create; must not exist or be empty.
         timeout_s: the merger is killed after this long.
 
@@ -122,7 +138,8 @@ def merge_verl_checkpoint(actor_dir: Path, target_dir: Path, *, timeout_s: float
     target_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target_dir.name}.merging-", dir=target_dir.parent))
     staging.chmod(0o755)  # mkdtemp's 0700 would keep other users (an inference server) out
-    command = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp"]
+    backend = checkpoint_backend(actor_dir)
+    command = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", backend]
     command += ["--local_dir", str(actor_dir), "--target_dir", str(staging)]
     try:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,31 @@ def test_partial_and_unfinished_checkpoints_are_refused(checkpoint, tmp_path):
     with pytest.raises(ValueError, match=r"not a verl FSDP actor checkpoint \(pass .*actor\)"):
         merge_verl_checkpoint(local / "global_step_1", tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
+
+
+def test_a_megatron_checkpoint_goes_to_verls_megatron_merger(tmp_path, monkeypatch) -> None:
+    """verl's Megatron merger needs megatron-core (GPU nodes): here only the choice of backend
+    and the completeness check are exercised; the child process is a recorder."""
+    import subprocess
+
+    from uni_agent_core.rl.verl import merge
+
+    actor = tmp_path / "global_step_4" / "actor"
+    (actor / "model" / "dist_ckpt").mkdir(parents=True)
+    assert merge.checkpoint_problems(actor) == [
+        "no huggingface/config.json (model config and tokenizer)"
+    ]
+    (actor / "huggingface").mkdir()
+    (actor / "huggingface" / "config.json").write_text("{}")
+    assert merge.checkpoint_backend(actor) == "megatron" and merge.checkpoint_problems(actor) == []
+    commands = []
+
+    def recorder(command, **kwargs):
+        commands.append(command)
+        target = Path(command[command.index("--target_dir") + 1])
+        (target / "config.json").write_text("{}")
+        return subprocess.CompletedProcess(command, 0, stdout="")
+
+    monkeypatch.setattr(merge.subprocess, "run", recorder)
+    merge.merge_verl_checkpoint(actor, tmp_path / "merged")
+    assert commands[0][commands[0].index("--backend") + 1] == "megatron"
