@@ -81,6 +81,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from uni_agent_core.config import load_recipe
+    from uni_agent_core.inference.servers import ServerStartError
     from uni_agent_core.rl.serve import serve_policy
     from uni_agent_core.rundir.layout import default_run_dir
 
@@ -94,9 +95,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 print(f"{url}/v1  model {served.recipe.engine.model}")
             print("serving; Ctrl-C or SIGTERM stops the servers", flush=True)
             stopped.wait()
-    except ValueError as error:
+    except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
+    except ServerStartError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from uni_agent_core.config.inference import OpenAIServerEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.inference.servers import ServerGroup, ServerSpec, launch_servers
-from uni_agent_core.models import resolve_policy
+from uni_agent_core.models import PolicyUnavailableError, prepare_policy
 from uni_agent_core.rundir.checkpoint import latest_complete, list_complete
 from uni_agent_core.rundir.layout import SERVED, VERL_CHECKPOINTS, checkpoint_dir
 
@@ -93,16 +93,14 @@ def model_to_serve(recipe: Recipe, run_dir: Path, checkpoint: str = "none") -> M
     """Resolve `checkpoint` (`none`, `latest`, or a directory) to a model directory to serve.
 
     Raises:
-        ValueError: no such checkpoint, or the base policy is not prepared on this host.
+        ValueError: no such checkpoint, or the base policy cannot be prepared on this host.
     """
-    base = resolve_policy(recipe.policy.name)
+    try:
+        base = prepare_policy(recipe.policy.name)  # built into the cache when it is not yet
+    except PolicyUnavailableError as error:
+        raise ValueError(str(error)) from None
     if checkpoint == "none":
-        if not (base.path / "config.json").is_file():
-            raise ValueError(
-                f"the policy {recipe.policy.name} is not prepared at {base.path}: run "
-                f"`agent-rl models prepare {recipe.policy.name}`"
-            )
-        return ModelToServe(base.path, None, "base", 0, recipe.policy.name)
+        return ModelToServe(base, None, "base", 0, recipe.policy.name)
     if recipe.trainer.backend.type == "verl" or "global_step_" in Path(checkpoint).as_posix():
         return _merged_verl_checkpoint(recipe, run_dir, checkpoint)
     directory = checkpoint_dir(recipe, run_dir)
@@ -114,7 +112,7 @@ def model_to_serve(recipe: Recipe, run_dir: Path, checkpoint: str = "none") -> M
         raise ValueError(f"no complete checkpoint {checkpoint!r} under {directory}")
     return ModelToServe(
         found.path / "model",
-        base.path,
+        base,
         found.path.name,
         int(found.state.get("version", found.step)),
         str(found.path),
