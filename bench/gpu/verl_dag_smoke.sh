@@ -29,20 +29,8 @@ LOG="$OUT/dag.log"
 
 summary() { echo "verl_dag: $*"; }
 
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  summary "SKIP no CUDA device visible to $PY"
-  exit 0
-fi
-for module in vllm verl ray prefect mlflow uni_agent_core; do
-  if ! "$PY" -c "import $module" 2>/dev/null; then
-    summary "SKIP python module $module is not importable by $PY"
-    exit 0
-  fi
-done
-if ! command -v bwrap >/dev/null; then
-  summary "SKIP bubblewrap (bwrap) is not installed; the recipe's sandboxes need it"
-  exit 0
-fi
+source bench/gpu/require.sh
+require "$PY" vllm verl ray prefect mlflow uni_agent_core
 
 started=$(date +%s)
 # Its own session, so a timeout kills verl's and the servers' children too; then stop the Ray
