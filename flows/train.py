@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
@@ -164,7 +165,7 @@ def train(
     return summary
 
 
-def _train_on_verl(recipe: Recipe, run_dir, tasks: list[TaskSpec], command: str) -> dict:
+def _train_on_verl(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec], command: str) -> dict:
     """The five stages around verl's trainer, each served policy stopped however a stage ends."""
     repro: dict[str, str] = {}
     before = None
@@ -176,7 +177,8 @@ def _train_on_verl(recipe: Recipe, run_dir, tasks: list[TaskSpec], command: str)
         repro |= base.repro("base")
     finally:
         stop(base)
-    trained = train_task(recipe, run_dir, learnable_tasks(recipe, run_dir, tasks), None, command)
+    kept = learnable_tasks(recipe, run_dir, tasks)
+    trained = train_task(recipe, run_dir, kept, mlflow_run_id=None, launch_command=command)
     evaluations = []
     if recipe.eval.enabled:
         for label, checkpoint in chosen_verl_checkpoints(recipe, run_dir):
@@ -188,7 +190,7 @@ def _train_on_verl(recipe: Recipe, run_dir, tasks: list[TaskSpec], command: str)
             finally:
                 stop(served)
     last = evaluations[-1] if evaluations else None
-    run_id = log_run(recipe, run_dir, None, last, before, repro) if last else None
+    run_id = log_run(recipe, run_dir, None, last, before, repro)
     lines = [
         f"# agent-rl run `{recipe.name}` (verl)",
         "",
@@ -214,7 +216,7 @@ def _train_on_verl(recipe: Recipe, run_dir, tasks: list[TaskSpec], command: str)
     }
 
 
-def chosen_verl_checkpoints(recipe: Recipe, run_dir) -> list[tuple[str, object]]:
+def chosen_verl_checkpoints(recipe: Recipe, run_dir: Path) -> list[tuple[str, Path]]:
     """`(label, actor dir)` of the verl checkpoints to evaluate: every `eval.every_n_checkpoints`-th
     of this run's, and the last always."""
     found = find_verl_checkpoints(run_dir / VERL_CHECKPOINTS)

@@ -22,11 +22,12 @@ def log_run(
     recipe: Recipe,
     run_dir: Path,
     mlflow_run_id: str | None,
-    evaluation: dict,
+    evaluation: dict | None,
     before: dict | None = None,
     params: dict[str, str] | None = None,
 ) -> str | None:
-    """Eval metrics and the validation, difficulty and eval reports, on the training run; with
+    """Eval metrics (none when `evaluation` is None: evaluation is off) and the validation,
+    difficulty and eval reports, on the training run; with
     `before` (the starting policy's evaluation), also `eval_before/...` and the pass@1 delta;
     `params` (what the serve stage served, `repro.served.*`) as run params. A verl run's stages
     go into verl's own MLflow run (`verl_stage_run`). Returns the MLflow run id."""
@@ -38,13 +39,16 @@ def log_run(
     tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_id=mlflow_run_id)
     if params:
         tracker.log_params(params)
-    step = int(evaluation["step"])
-    tracker.log_values(step, evaluation["metrics"])
-    reports = [Path(evaluation["report_dir"])]
+    reports = []
+    if evaluation is not None:
+        step = int(evaluation["step"])
+        tracker.log_values(step, evaluation["metrics"])
+        reports.append(Path(evaluation["report_dir"]))
     if before is not None:
         tracker.log_values(0, before_metrics(before["metrics"]))
-        delta = evaluation["metrics"]["eval/pass@1"] - before["metrics"]["eval/pass@1"]
-        tracker.log_values(step, {"eval/pass@1_delta": delta})
+        if evaluation is not None:
+            delta = evaluation["metrics"]["eval/pass@1"] - before["metrics"]["eval/pass@1"]
+            tracker.log_values(step, {"eval/pass@1_delta": delta})
         reports.append(Path(before["report_dir"]))
     for directory, names in (
         (run_dir / VALIDATION, ("validation.json", "validation.md")),
