@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from uni_agent_core import PROJECT_ROOT
 from uni_agent_core.config.harness import (
     CLAUDE_CODE_VERSION,
     CODEX_VERSION,
@@ -34,8 +35,6 @@ from uni_agent_core.types import TaskSpec
 
 PREFIX_ENV = "AGENT_RL_AGENT_CLIS"
 """Environment variable naming the npm prefix of the agent CLIs."""
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-"""The checkout this package runs from (for an editable install, the repository)."""
 
 
 class AgentCliError(RuntimeError):

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from uni_agent_core import PROJECT_ROOT
 from uni_agent_core.config.inference import OpenAIServerEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.inference.servers import ServerGroup, ServerSpec, launch_servers
@@ -31,7 +32,6 @@ from uni_agent_core.models import PolicyUnavailableError, prepare_policy
 from uni_agent_core.rundir.checkpoint import latest_complete, list_complete
 from uni_agent_core.rundir.layout import SERVED, VERL_CHECKPOINTS, checkpoint_dir
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON_ENV = "AGENT_RL_VLLM_PYTHON"
 """Environment variable naming the interpreter that has vLLM (when `serve.python` is unset)."""
 

@@ -18,8 +18,8 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Sequence
-from pathlib import Path
 
+from uni_agent_core import PROJECT_ROOT
 from uni_agent_core.config.inference import EngineConfig, OpenAIServerEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.types import TaskSpec
@@ -40,10 +40,14 @@ def dataset_sha256(tasks: Sequence[TaskSpec]) -> str:
 
 
 def _git(*args: str) -> str | None:
-    root = Path(__file__).resolve().parents[2]
     try:
         done = subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False
+            ["git", *args],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         )
     except OSError:
         return None
