@@ -80,12 +80,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from uni_agent_core.config import load_recipe
+    from uni_agent_core.cli.recipes import load_recipe_here
     from uni_agent_core.inference.servers import ServerStartError
     from uni_agent_core.rl.serve import serve_policy
     from uni_agent_core.rundir.layout import default_run_dir
 
-    recipe = load_recipe(args.recipe, list(args.set))
+    recipe = load_recipe_here(args.recipe, list(args.set))
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
