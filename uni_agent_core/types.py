@@ -144,6 +144,74 @@ ABNORMAL_EXITS: frozenset[ExitReason] = frozenset(
 (`trainer.mask_abnormal_exits`)."""
 
 
+class ModelCall(BaseModel):
+    """One engine call of an episode as the gateway served it: an MLflow trace's model-call
+    span (`tracking/traces.py`). Token ids stay in the chains; `response_start` says where the
+    call's output lies in its chain's `response_ids` (a superseded call's output was cut from
+    the chain and is carried in `dropped_ids`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    chain_id: int
+    continuation: str
+    """`append` (extends its chain), `rollback` (rewrote the chain's latest action) or `new`
+    (opened the chain)."""
+    opened_by: str | None = None
+    """For a `new` call: why the gateway opened a chain (`gateway/chain.py::why_new_chain`)."""
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    finish_reason: str
+    replica: str | None = None
+    """The engine replica that served it (a router's replica name; None for one engine)."""
+    started_at: float
+    """Unix time (seconds) the engine call started."""
+    latency_s: float
+    response_start: int
+    """Index in the chain's `response_ids` where this call's output starts."""
+    superseded: bool = False
+    """A later request rewrote this action: the chain was rolled back under it."""
+    dropped_ids: list[int] = Field(default_factory=list)
+    """A superseded call's output tokens (no longer in its chain)."""
+    tool_calls: list[dict[str, str]] = Field(default_factory=list)
+    """The tool calls parsed from the reply: `name` and `arguments` (clipped)."""
+
+
+class ToolCall(BaseModel):
+    """One tool call a white-box harness ran in the sandbox (black-box harnesses run theirs
+    out of sight: their calls are known only as the model's `ModelCall.tool_calls`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: str
+    """As the model wrote them (clipped)."""
+    output: str = ""
+    """The observation shown to the model (clipped)."""
+    error: bool = False
+    exit_code: int | None = None
+    """The command's exit status, for tools that run one."""
+    started_at: float = 0.0
+    seconds: float = 0.0
+
+
+class Verification(BaseModel):
+    """What the verifier did with an episode's diff (the trace's verifier span)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tests_run: int = 0
+    passed: int = 0
+    failed: int = 0
+    patch_applied: bool = True
+    timed_out: bool = False
+    status: str = ""
+    error: str | None = None
+    started_at: float = 0.0
+    seconds: float = 0.0
+
+
 class RolloutResult(BaseModel):
     """One episode (one sample of a task's group): what it earned and its token chains."""
 
@@ -171,6 +239,18 @@ class RolloutResult(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds spent per phase: `sandbox`, `agent`, `verify`."""
     error: str | None = None
+    task_level: str | None = None
+    """The task's difficulty level, when its source has one (viewer filters)."""
+    started_at: float = 0.0
+    """Unix time (seconds) the episode started."""
+    calls: list[ModelCall] = Field(default_factory=list)
+    """Every engine call, in order (what the trace shows; the tokens are in `trajectories`)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """The tool calls a white-box harness ran, in order."""
+    verification: Verification | None = None
+    """The verifier's run (None when the episode never reached it)."""
+    diff: str = ""
+    """The agent's working-tree diff (clipped), what the verifier scored."""
 
     @property
     def group_key(self) -> str:

@@ -18,6 +18,8 @@ messages `m`:
 5. several rollback candidates tied at the deepest depth, deeper than the best exact rank, are
    ambiguous: a new chain opens; otherwise the winner is the max of (rank, exact over rollback,
    most recently updated, higher chain id). No candidate: a new chain.
+
+`why_new_chain` names, for people reading an episode, why a request opened a chain.
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ class Chain:
     dropped_trainable_tokens: int = 0
     latest_call: int | None = None
     """Index (in the session's call list) of the call that produced the latest assistant."""
+    opened_by: str = "first"
+    """Why the gateway opened this chain (`why_new_chain`)."""
+    rollback_marks: list[tuple[int, int]] = field(default_factory=list)
+    """(response index where a rewrite's context starts, index of the superseded call), one per
+    rollback, oldest first."""
 
     def digest(self, i: int) -> bytes:
         """The prefix hash of the first `i` history messages."""
@@ -146,3 +153,46 @@ def select_chain(
         chain = best_exact[3]
         return Selection(Continuation.APPEND, chain, depth=chain.history_len)
     return Selection(Continuation.NEW)
+
+
+class OpenedBy:
+    """Why a chain was opened, as `why_new_chain` names it (the trace and the viewer show it)."""
+
+    FIRST = "first"
+    SIBLING = "sibling sample"
+    CONCURRENT = "concurrent request (its chain was busy)"
+    FULL = "split: the chain it continues is full (context capacity)"
+    AMBIGUOUS = "split: ambiguous rollback"
+    TOOLS = "split: other tool list (subagent)"
+    SYSTEM = "split: other system prompt (subagent or side call)"
+    DIVERGED = "split: history diverged (compaction or edit)"
+
+
+def why_new_chain(
+    chains: list[Chain], request_hashes: list[bytes], tools_key: bytes, selection: Selection
+) -> str:
+    """Why a request that `select_chain` answered with a new chain could continue none of
+    `chains` (the session's chains before it): one of `OpenedBy`'s reasons."""
+    if not chains:
+        return OpenedBy.FIRST
+    if selection.ambiguous:
+        return OpenedBy.AMBIGUOUS
+    same_tools = [chain for chain in chains if chain.tools_key == tools_key]
+    if not same_tools:
+        return OpenedBy.TOOLS
+    m = len(request_hashes) - 1
+    same_system = [chain for chain in same_tools if m >= 1 and request_hashes[1] == chain.digest(1)]
+    if not same_system:
+        return OpenedBy.SYSTEM
+    continued = [
+        chain
+        for chain in same_system
+        if m > chain.k and request_hashes[chain.k] == chain.digest(chain.k)
+    ]
+    if any(chain.reserved for chain in continued):
+        return OpenedBy.CONCURRENT
+    if any(chain.closed for chain in continued):
+        return OpenedBy.FULL
+    if any(m <= chain.k and request_hashes[m] == chain.digest(m) for chain in same_system):
+        return OpenedBy.SIBLING
+    return OpenedBy.DIVERGED

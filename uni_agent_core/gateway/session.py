@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from array import array
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,7 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from uni_agent_core.gateway.calls import CallLog
-from uni_agent_core.gateway.chain import Chain, Continuation, select_chain, token_array
+from uni_agent_core.gateway.chain import (
+    Chain,
+    Continuation,
+    OpenedBy,
+    select_chain,
+    token_array,
+    why_new_chain,
+)
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import DecodedReply, ReplyDecoder
 from uni_agent_core.gateway.hashing import HASH_SIZE, extend_hash, tools_key
@@ -40,9 +48,15 @@ from uni_agent_core.gateway.history import (
     history_hashes,
 )
 from uni_agent_core.gateway.metrics import GatewayMetrics
-from uni_agent_core.gateway.request import ChatChoice, ChatRequest, Message, StreamDelta
+from uni_agent_core.gateway.request import (
+    ChatChoice,
+    ChatRequest,
+    Message,
+    StreamDelta,
+    ToolCall,
+)
 from uni_agent_core.inference.types import Engine, FinishReason, GenerateRequest, TokenOutput
-from uni_agent_core.types import EngineCall, Trajectory
+from uni_agent_core.types import EngineCall, ModelCall, Trajectory
 
 DeltaSink = Callable[[StreamDelta], Awaitable[None]]
 T = TypeVar("T")
@@ -116,6 +130,9 @@ class _Plan:
     """The encoded new messages, as int32 (held while generating: no int object per token)."""
     prompt: array = field(default_factory=token_array)
     """What the engine gets: a compact int32 array, never a list of Python ints."""
+    started_at: float = 0.0
+    """Unix time the engine call started (the trace's span start)."""
+    latency_s: float = 0.0
 
 
 class GatewaySession:
@@ -240,6 +257,10 @@ class GatewaySession:
         """Every engine call so far, in order (materialised on demand)."""
         return self._calls.engine_calls()
 
+    def model_calls(self) -> list[ModelCall]:
+        """Every engine call as an episode's trace shows it, in order."""
+        return self._calls.model_calls()
+
     def trajectories(self) -> list[Trajectory]:
         """Every chain as a `Trajectory` (chains with nothing generated yet are skipped)."""
         return [
@@ -257,6 +278,8 @@ class GatewaySession:
                     "closed": c.closed,
                     "rollbacks": c.rollbacks,
                     "dropped_trainable_tokens": c.dropped_trainable_tokens,
+                    "opened_by": c.opened_by,
+                    "rollback_marks": [{"at": at, "call": call} for at, call in c.rollback_marks],
                     **self.metadata,
                 },
             )
@@ -302,10 +325,14 @@ class GatewaySession:
                 self.metrics.ambiguous_rollbacks += 1
             digests = b"".join(hashes)
             first = self._plan_for(selection.kind, selection.chain, selection.depth, digests, key)
+            if first.is_new:
+                first.chain.opened_by = why_new_chain(self.chains, hashes, key, selection)
             plans = [first] + [
                 self._plan_for(Continuation.NEW, None, 0, digests, key)
                 for _ in range(request.n - 1)
             ]
+            for sibling in plans[1:]:
+                sibling.chain.opened_by = OpenedBy.SIBLING
             for plan in plans:
                 plan.chain.reserved = True
                 if plan.is_new:
@@ -448,9 +475,10 @@ class GatewaySession:
             seed=seed,
             **sampling,
         )
-        started = time.perf_counter()
+        plan.started_at, started = time.time(), time.perf_counter()
         output = await self._call_engine(index, engine_request, tools, on_delta)
-        self.metrics.engine_latency.observe(time.perf_counter() - started)
+        plan.latency_s = time.perf_counter() - started
+        self.metrics.engine_latency.observe(plan.latency_s)
         if output.finish_reason is FinishReason.ABORT:
             raise RuntimeError("the engine aborted the generation; nothing was recorded")
         reply = self.decoder.decode(output.token_ids, output.finish_reason, tools)
@@ -496,12 +524,29 @@ class GatewaySession:
         async with self._lock:
             n_out = len(output.token_ids)
             # Recorded first: what can refuse (the log) refuses before the chain changes.
-            call = self._calls.append(chain, len(plan.prompt), n_out, output.finish_reason)
+            start = (plan.cut if plan.cut is not None else len(chain.response_ids)) + len(
+                plan.delta
+            )
+            call = self._calls.append(
+                chain,
+                len(plan.prompt),
+                n_out,
+                output.finish_reason,
+                continuation=plan.kind,
+                response_start=start,
+                cached_tokens=output.cached_prefix_tokens,
+                started_at=plan.started_at,
+                latency_s=plan.latency_s,
+                replica=output.replica,
+                tool_calls=summarize_tool_calls(reply.tool_calls),
+            )
             if plan.kind is Continuation.ROLLBACK:
                 assert plan.cut is not None and chain.latest_call is not None
                 self._calls.supersede(chain.latest_call)
                 del chain.response_ids[plan.cut :]
                 chain.labels.truncate(plan.cut)
+                chain.rollback_marks = [m for m in chain.rollback_marks if m[0] < plan.cut]
+                chain.rollback_marks.append((plan.cut, chain.latest_call))
             chain.response_ids.extend(plan.delta)
             chain.labels.add_context(len(plan.delta))
             gen_start = len(chain.response_ids)
@@ -613,3 +658,19 @@ class GatewaySession:
                 )
             ids.append(encoded[0])
         return ids
+
+
+TOOL_ARGUMENTS_SHOWN = 2000
+"""Characters of a tool call's arguments an episode's trace keeps."""
+
+
+def summarize_tool_calls(calls: list[ToolCall] | None) -> list[dict[str, str]] | None:
+    """A reply's tool calls as the trace shows them: name and (clipped) arguments."""
+    if not calls:
+        return None
+    summary = []
+    for call in calls:
+        arguments = call.arguments
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        summary.append({"name": call.name, "arguments": text[:TOOL_ARGUMENTS_SHOWN]})
+    return summary

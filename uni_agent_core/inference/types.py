@@ -97,6 +97,8 @@ class TokenOutput(BaseModel):
     """Prompt tokens served from the prefix cache instead of being recomputed."""
     prompt_tokens: int = 0
     """Length of the prompt the engine saw."""
+    replica: str | None = None
+    """The replica that served it, set by a `Router` (None from a single engine)."""
 
     @classmethod
     def aborted(cls, request: GenerateRequest) -> TokenOutput:

@@ -5,14 +5,17 @@ tokens), builds the task's sandbox (the run's section or the task's override), p
 repository in it at its base commit with newer history scrubbed, runs the task's harness against
 the session's URLs, takes the working-tree diff, and scores it in a fresh sandbox with the
 task's reward section and the leak policy. The session's chains become the episode's
-trajectories, each carrying the reward and exit reason. Sandbox and task-data failures end the
-episode with `sandbox_error` (reward 0, masked from the loss); they are counted, never raised.
-Episodes run at most `max_concurrency` at a time.
+trajectories, each carrying the reward and exit reason; what the episode did on the way (the
+gateway's engine calls, a white-box harness's tool calls, the verifier's run, the diff) rides
+along for its trace (`tracking/traces.py`). Sandbox and task-data failures end the episode with
+`sandbox_error` (reward 0, masked from the loss); they are counted, never raised. Episodes run at
+most `max_concurrency` at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import zlib
@@ -24,18 +27,59 @@ from uni_agent_core.config.harness import HarnessConfig
 from uni_agent_core.config.overrides import section_for_task
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.reward import RewardConfig
-from uni_agent_core.envs.verifier import SandboxFactory, Verifier
+from uni_agent_core.envs.verifier import SandboxFactory, Verdict, Verifier
 from uni_agent_core.envs.workspace import TaskDataError, prepare_agent_workspace
 from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.gateway.session import TOOL_ARGUMENTS_SHOWN
 from uni_agent_core.harness.agent_clis import require_agent_clis
 from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.factory import HarnessAssignment, build_harness
 from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.sandbox.base import SandboxError
 from uni_agent_core.sandbox.git_hygiene import GitHygieneError
-from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec
+from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec, ToolCall, Verification
 
 logger = logging.getLogger(__name__)
+
+
+DIFF_KEPT_CHARS = 20_000
+"""Characters of an episode's diff its result keeps (the trace's output)."""
+
+
+def tool_call_of(action: dict[str, Any]) -> ToolCall:
+    """A harness's action record (`info["actions"]`) as a `ToolCall`."""
+    arguments = action.get("arguments", "")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    return ToolCall(
+        name=str(action.get("name", "")),
+        arguments=arguments[:TOOL_ARGUMENTS_SHOWN],
+        output=str(action.get("output", "")),
+        error=bool(action.get("error", False)),
+        exit_code=action.get("exit_code"),
+        started_at=float(action.get("started_at", 0.0)),
+        seconds=float(action.get("seconds", 0.0)),
+    )
+
+
+def verification_of(verdict: Verdict, started_at: float) -> Verification:
+    """What the verifier did, as the episode's trace shows it."""
+    report = verdict.report
+    passed = failed = 0
+    if report is not None:
+        passed = len(report.fail_to_pass_passed) + len(report.pass_to_pass_passed)
+        failed = len(report.fail_to_pass_failed) + len(report.pass_to_pass_failed)
+    return Verification(
+        tests_run=passed + failed,
+        passed=passed,
+        failed=failed,
+        patch_applied=verdict.patch_applied and verdict.test_patch_applied,
+        timed_out=verdict.timed_out,
+        status=report.status if report is not None else "",
+        error=verdict.error,
+        started_at=started_at,
+        seconds=verdict.duration_s,
+    )
 
 
 def episode_seed(run_seed: int, step: int, task_id: str, sample_index: int) -> int:
@@ -139,7 +183,7 @@ class RolloutDriver:
         )
 
     async def _episode(self, task: TaskSpec, sample_index: int, seed: int) -> RolloutResult:
-        started_version = self._policy_version()
+        started_version, started_at = self._policy_version(), time.time()
         session, key = self.manager.create(
             sampling={"seed": seed},
             metadata={"task_id": task.instance_id, "sample_index": sample_index},
@@ -169,8 +213,9 @@ class RolloutDriver:
             logger.warning("episode %s/%d: %s", task.instance_id, sample_index, error)
             exit_reason = ExitReason.SANDBOX_ERROR
         reward, resolved, leak_flagged = 0.0, False, False
+        verification = None
         if error is None:
-            clock = time.perf_counter()
+            clock, verify_started = time.perf_counter(), time.time()
             reward_config = section_for_task(
                 "reward", RewardConfig, self.reward, task.reward, task_id=task.instance_id
             )
@@ -182,6 +227,7 @@ class RolloutDriver:
                     verdict.resolved,
                     verdict.leak_flagged,
                 )
+                verification = verification_of(verdict, verify_started)
             except (SandboxError, TaskDataError, OSError) as exc:
                 self.errors[f"verify:{type(exc).__name__}"] += 1
                 error = f"verification failed: {type(exc).__name__}: {exc}"
@@ -205,4 +251,10 @@ class RolloutDriver:
             started_version=started_version,
             timings=timings,
             error=error,
+            task_level=task.difficulty,
+            started_at=started_at,
+            calls=session.model_calls(),
+            tool_calls=[tool_call_of(action) for action in actions],
+            verification=verification,
+            diff=diff[:DIFF_KEPT_CHARS],
         )

@@ -159,6 +159,7 @@ class Router:
             self.core.complete(
                 dispatch, output.token_ids, cached_tokens=output.cached_prefix_tokens
             )
+            output.replica = dispatch.replica.name
             return output
 
     def end_session(self, session_id: str) -> None:

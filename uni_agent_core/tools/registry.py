@@ -42,6 +42,8 @@ class ToolResult(BaseModel):
     `on_tool_error` policy decides whether the episode goes on."""
     done: bool = False
     """The call ends the episode (`submit`, `finish`)."""
+    exit_code: int | None = None
+    """The command's exit status, for tools that run one (`shell`); None after a timeout."""
 
 
 class ToolArgs(BaseModel):

@@ -153,9 +153,12 @@ class ShellTool(Tool[ShellArgs]):
         elif result.exit_code != 0:
             footer = f"[exit code {result.exit_code}]"
         else:
-            return ToolResult(output=clip_output(body, self.max_output_chars) or "(no output)")
+            return ToolResult(
+                output=clip_output(body, self.max_output_chars) or "(no output)", exit_code=0
+            )
         if body:
             limit = max(self.max_output_chars - len(footer) - 1, 128)
             body = clip_output(body, limit)
             body += "" if body.endswith("\n") else "\n"
-        return ToolResult(output=body + footer, error=True)
+        exit_code = None if result.timed_out else result.exit_code
+        return ToolResult(output=body + footer, error=True, exit_code=exit_code)

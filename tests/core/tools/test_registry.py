@@ -62,7 +62,7 @@ def test_dispatch_runs_the_tool_with_its_timeout() -> None:
     tools = ToolSet.from_names(["shell", "submit"], exec_timeout_s=7.0)
     sandbox = ScriptedSandbox()
     result = dispatch(tools, "shell", '{"command": "echo hi"}', sandbox)
-    assert result == ToolResult(output="hi\n")
+    assert result == ToolResult(output="hi\n", exit_code=0)
     ((command, timeout),) = sandbox.calls
     assert "echo hi" in command and timeout == 7.0
 

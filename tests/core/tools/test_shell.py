@@ -35,12 +35,12 @@ def test_output_exit_code_and_stderr_in_order(tmp_path: Path, sandbox: BashSandb
     assert isinstance(sandbox, Sandbox)
     shell = make_shell(tmp_path)
     ok = run(shell, sandbox, "echo out; echo err >&2; echo out2")
-    assert ok == ToolResult(output="out\nerr\nout2\n")
+    assert ok == ToolResult(output="out\nerr\nout2\n", exit_code=0)
     failed = run(shell, sandbox, "echo oops; exit 3")
     assert failed.error and not failed.done
     assert failed.output == "oops\n[exit code 3]"
-    assert run(shell, sandbox, "true") == ToolResult(output="(no output)")
-    assert run(shell, sandbox, "false") == ToolResult(output="[exit code 1]", error=True)
+    assert run(shell, sandbox, "true") == ToolResult(output="(no output)", exit_code=0)
+    assert run(shell, sandbox, "false") == ToolResult(output="[exit code 1]", error=True, exit_code=1)
 
 
 def test_cwd_and_exported_env_persist(tmp_path: Path, sandbox: BashSandbox) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,9 @@ CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 
 _CALL_MARKERS = ("<tool_call>", "<function=")
 
+TRACED_OUTPUT_CHARS = 2000
+"""Characters of a tool call's observation kept in its action record (the episode's trace)."""
+
 
 @dataclass
 class _Episode:
@@ -60,7 +64,8 @@ class _Episode:
         }
     )
     """Counters, and `actions`: every tool call as {"name", "arguments"} (what the leak
-    auditor reads)."""
+    auditor reads) with what it did: `output` (clipped), `error`, `exit_code`, `started_at`
+    (Unix seconds), `seconds` (the episode's trace shows them)."""
 
     def say(self, text: str) -> None:
         self.messages.append({"role": "user", "content": text})
@@ -201,16 +206,25 @@ class ReactHarness:
     ) -> ExitReason | None:
         episode.info["tool_calls"] += 1
         name, arguments = call.function.name, call.function.arguments
-        episode.info["actions"].append({"name": name, "arguments": arguments})
+        action: dict[str, Any] = {"name": name, "arguments": arguments, "started_at": time.time()}
+        episode.info["actions"].append(action)
+        clock = time.perf_counter()
         for attempt in range(sandbox_errors.attempts()):
             try:
                 result = await self.tools.dispatch(sandbox, name, arguments)
+                action.update(
+                    output=result.output[:TRACED_OUTPUT_CHARS],
+                    error=result.error,
+                    exit_code=result.exit_code,
+                    seconds=time.perf_counter() - clock,
+                )
                 break
             except SandboxError as exc:  # deliberate boundary: retried, counted
                 episode.info["sandbox_errors"] = episode.info.get("sandbox_errors", 0) + 1
                 episode.info["last_error"] = f"sandbox: {exc}"
                 logger.warning("sandbox error on %s (attempt %d): %s", name, attempt + 1, exc)
         else:
+            action.update(error=True, seconds=time.perf_counter() - clock)
             return ExitReason.SANDBOX_ERROR
         episode.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
         if result.done:
