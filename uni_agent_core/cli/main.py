@@ -16,6 +16,7 @@ from typing import Any
 from uni_agent_core.config.problems import RecipeError
 from uni_agent_core.harness.agent_clis import AgentCliError
 from uni_agent_core.models import PolicyUnavailableError, resolve_policy
+from uni_agent_core.viewer.steps import ViewerError
 
 USAGE_ERROR = 2
 """Exit status of a recipe or usage error (argparse's own)."""
@@ -308,6 +309,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_view(args: argparse.Namespace) -> int:
+    from uni_agent_core.cli.view import view_command
+
+    return view_command(
+        args.target,
+        step=args.step,
+        out=args.out,
+        port=args.port,
+        tracking_uri=args.tracking_uri,
+        mlflow_ui=args.mlflow_ui,
+        experiment_id=args.experiment_id,
+    )
+
+
 def _cmd_stack(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -553,6 +568,22 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--plot", default="compare.png", help="PNG of the curves")
     compare.set_defaults(func=_cmd_compare)
 
+    view = sub.add_parser(
+        "view", help="a run's sampled trajectories token by token, as HTML (served or a file)"
+    )
+    view.add_argument("target", help="a run directory, or an MLflow run id")
+    view.add_argument("--step", type=int, default=None, help="the step (default: the newest)")
+    view.add_argument("--out", help="write that step's page to this HTML file instead of serving")
+    view.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    view.add_argument("--tracking-uri", default="sqlite:///mlruns.db", help="for a run id")
+    view.add_argument(
+        "--mlflow-ui", help="MLflow UI address (e.g. http://127.0.0.1:5000): trace links"
+    )
+    view.add_argument(
+        "--experiment-id", help="MLflow experiment of the traces (a run id gives its own)"
+    )
+    view.set_defaults(func=_cmd_view)
+
     stack = sub.add_parser("stack", help="a local Prefect server, cpu pool, deployments, worker")
     stack.add_argument(
         "stack_command",
@@ -648,7 +679,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return USAGE_ERROR
-    except (PolicyUnavailableError, AgentCliError) as error:
+    except (PolicyUnavailableError, AgentCliError, ViewerError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
 
