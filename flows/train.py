@@ -38,6 +38,7 @@ from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.rl.verl.merge import find_verl_checkpoints
 from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, default_run_dir
+from uni_agent_core.tracking.runs import run_episode_pages
 from uni_agent_core.types import TaskSpec
 
 
@@ -120,7 +121,10 @@ def train(
     evaluating = loaded.eval.enabled
     before = None
     if evaluating and loaded.eval.before_training:
-        before = evaluate(loaded, run_dir, checkpoint="none")
+        # traced into the warm start's run, which training continues (none: not traced)
+        before = evaluate(
+            loaded, run_dir, checkpoint="none", trace_run=warmed and warmed["mlflow_run_id"]
+        )
     trained = train_task(
         loaded,
         run_dir,
@@ -128,7 +132,7 @@ def train(
         mlflow_run_id=warmed and warmed["mlflow_run_id"],
         launch_command=command,
     )
-    scores = evaluate(loaded, run_dir) if evaluating else None
+    scores = evaluate(loaded, run_dir, trace_run=trained["mlflow_run_id"]) if evaluating else None
     if scores is not None:
         log_run(loaded, run_dir, trained["mlflow_run_id"], scores, before)
     summary = {
@@ -161,6 +165,7 @@ def train(
         )
     if scores is not None:
         lines += [f"- {key}: {value:.3f}" for key, value in sorted(scores["metrics"].items())]
+    lines += [f"- {line}" for line in run_episode_pages(loaded.tracking, trained["mlflow_run_id"])]
     create_markdown_artifact("\n".join(lines), key="agent-rl-summary")
     return summary
 
@@ -198,6 +203,7 @@ def _train_on_verl(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec], command
         f"- MLflow run: `{run_id}` (verl's own, with the stages' evaluations)",
         f"- steps trained: {trained['start_step'] + 1}..{trained['start_step'] + trained['steps']}",
         f"- served: {', '.join(sorted({v for k, v in repro.items() if k.endswith('.label')}))}",
+        *(f"- {line}" for line in run_episode_pages(recipe.tracking, run_id)),
     ]
     for evaluation in evaluations:
         lines.append(

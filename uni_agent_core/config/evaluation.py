@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from uni_agent_core.config.base import ConfigModel
 from uni_agent_core.config.tasks import MicroSweLevel
@@ -62,3 +62,30 @@ class TrackingConfig(ConfigModel):
     log_trajectories_per_step: int = Field(default=4, ge=0)
     """Sample trajectories logged as artifacts per step (rendered text + token masks); 0 logs
     none."""
+    traces: str = "sample 4"
+    """Which episodes become MLflow traces (spans for the episode, each model call, tool call
+    and the verifier; `docs/viewer.md`): `all`, `off`, or `sample N`: N a step (the ones
+    written to `trajectories/`) plus every episode that fails in a way this run has not seen
+    before (a new exit reason or verifier outcome). Evaluations trace the same way."""
+
+    @field_validator("traces", mode="before")
+    @classmethod
+    def _traces_policy(cls, value: object) -> str:
+        if value is False:  # YAML reads a bare `off` as false
+            return "off"
+        text = " ".join(str(value).split()).lower()
+        if text in ("all", "off"):
+            return text
+        words = text.split(" ")
+        if len(words) == 2 and words[0] == "sample" and words[1].isdigit():
+            return text
+        raise ValueError(f"traces must be `all`, `off` or `sample N` (N >= 0), not {value!r}")
+
+    @property
+    def traces_per_step(self) -> int | None:
+        """Episodes traced a step under `sample N` (N); None under `all`, 0 under `off`."""
+        if self.traces == "all":
+            return None
+        if self.traces == "off":
+            return 0
+        return int(self.traces.split(" ")[1])

@@ -66,12 +66,14 @@ def run_evaluation(
     concurrency: int | None = None,
     run_dir: str | Path | None = None,
     served_as: tuple[str, int] | None = None,
+    trace_run: str | None = None,
 ) -> EvaluationRun:
     """Resolve the suite and checkpoint and run (or resume) the evaluation in its directory
     (`<run dir>/eval/<suite>-<checkpoint>` unless `out` names one), `concurrency` samples at
     once (None: the recipe's `eval.concurrency`). `served_as` is `(label, policy version)` of
     weights the recipe's engine already serves (the serve stage's servers): nothing is loaded,
-    and `checkpoint` is not read."""
+    and `checkpoint` is not read. `trace_run` is an MLflow run (the training run's) that the
+    episodes are traced into, as `tracking.traces` samples them."""
     root = Path(run_dir) if run_dir else default_run_dir(recipe)
     served = served_as is not None
     source = None if oracle or served else resolve_checkpoint(recipe, checkpoint, root)
@@ -95,6 +97,7 @@ def run_evaluation(
         oracle=oracle,
         concurrency=concurrency,
         served_as=served_as,
+        trace_run=trace_run,
     )
     summary = asyncio.run(evaluation.run_async())
     return EvaluationRun(summary, target, source, label, slug, evaluation.spec, len(tasks))

@@ -11,6 +11,7 @@ all rows.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -28,6 +29,7 @@ from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.rollout.driver import episode_seed
 from uni_agent_core.rollout.stack import rollout_stack
 from uni_agent_core.rundir.checkpoint import Checkpoint
+from uni_agent_core.tracking.traces import EpisodeTracer
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 SAMPLES = "samples.jsonl"
@@ -74,6 +76,7 @@ class Evaluation:
         concurrency: int | None = None,
         err: Any = None,
         served_as: tuple[str, int] | None = None,
+        trace_run: str | None = None,
     ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -89,6 +92,8 @@ class Evaluation:
         self.concurrency = recipe.eval.concurrency if concurrency is None else concurrency
         """Samples at once: `concurrency`, or the recipe's `eval.concurrency` when None."""
         self.err = err or sys.stderr
+        self.trace_run = trace_run
+        """The MLflow run its episodes are traced into (`tracking.traces`), or None."""
         self.version = int(checkpoint.state.get("version", 0)) if checkpoint else 0
         if served_as is not None:
             self.version = served_as[1]
@@ -164,7 +169,15 @@ class Evaluation:
                     weights=weights,
                     version=self.version,
                 ) as stack:
-                    episode = self._episode_fn(stack.driver.episode, levels)
+                    tracer = None
+                    if self.trace_run is not None:
+                        tracer = EpisodeTracer.for_run(
+                            self.trace_run,
+                            self.recipe.tracking,
+                            stack.manager.codec.tokenizer,
+                            kind="eval",
+                        )
+                    episode = self._episode_fn(stack.driver.episode, levels, tracer)
                     await map_bounded(
                         todo,
                         lambda job: episode(*job),
@@ -193,7 +206,10 @@ class Evaluation:
         )
 
     def _episode_fn(
-        self, run: Callable[..., Any], levels: dict[str, str | None]
+        self,
+        run: Callable[..., Any],
+        levels: dict[str, str | None],
+        tracer: EpisodeTracer | None = None,
     ) -> Callable[[TaskSpec, int], Any]:
         async def episode(task: TaskSpec, index: int) -> SampleRow:
             clock = time.perf_counter()
@@ -201,6 +217,8 @@ class Evaluation:
                 self.recipe.seed + _EVAL_SEED_OFFSET, self.version, task.instance_id, index
             )
             result: RolloutResult = await run(task, index, seed=seed)
+            if tracer is not None:
+                await asyncio.to_thread(tracer.trace_episode, result, step=self.version)
             return SampleRow(
                 task_id=task.instance_id,
                 sample_index=index,

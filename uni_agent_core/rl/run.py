@@ -61,6 +61,7 @@ from uni_agent_core.rundir.layout import (
     write_resolved_recipe,
 )
 from uni_agent_core.rundir.rewind import rewind_step_records
+from uni_agent_core.tracking.traces import EpisodeTracer
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -213,6 +214,11 @@ class TrainingRun:
                         tracker=self.tracker,
                         trajectories_per_step=recipe.tracking.log_trajectories_per_step,
                         tokenizer=self.tokenizer,
+                        tracer=(
+                            EpisodeTracer.for_tracker(self.tracker, recipe.tracking, self.tokenizer)
+                            if self.tracker is not None
+                            else None
+                        ),
                     ),
                     checkpointer=Checkpointer(
                         self.checkpoint_dir,
@@ -328,8 +334,8 @@ class TrainingRun:
         if self.history is not None:
             tracker.log_artifact(self.history.snapshot(self.run_dir / HISTORY_SNAPSHOT))
         samples = self.run_dir / TRAJECTORIES
-        if samples.is_dir():
-            tracker.log_artifact(samples, "trajectories")
+        if samples.is_dir():  # each step's were logged as it ended; this catches any missed
+            tracker.log_artifact(samples)
         final = latest_complete(self.checkpoint_dir)
         if status == "FINISHED" and final is not None:
             tracker.log_artifact(final.path, f"checkpoint/{final.path.name}")

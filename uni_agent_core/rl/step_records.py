@@ -2,7 +2,9 @@
 
 `StepRecorder` takes each step's metrics and episodes: one JSON line in `metrics.jsonl`, the
 row in the run's summary, a point in the MLflow run (when the run tracks), the progress line,
-and the step's sampled trajectories under `trajectories/`. `Checkpointer` writes a checkpoint
+the sampled episodes as MLflow traces (`tracking/traces.py`), and the step's sampled
+trajectories under `trajectories/` with their token-level view (`viewer/`), both also logged to
+the MLflow run as the step ends. `Checkpointer` writes a checkpoint
 every `checkpoint_interval` steps and at the last one, with the state a resumed run needs
 (policy version, sampler position, groups launched but not trained), and prunes old ones.
 Neither knows the step loop or the run that owns them.
@@ -21,7 +23,9 @@ from typing import Any
 from uni_agent_core.rl.samples import write_samples
 from uni_agent_core.rundir.checkpoint import prune, save_checkpoint
 from uni_agent_core.rundir.layout import METRICS, TRAJECTORIES
+from uni_agent_core.tracking.traces import EpisodeTracer
 from uni_agent_core.types import RolloutResult
+from uni_agent_core.viewer.export import write_step_views
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +86,7 @@ class StepRecorder:
         tracker: the MLflow run (`log_step(step, metrics)`), or None.
         trajectories_per_step: episodes of each step written to `trajectories/`.
         tokenizer: decodes the written trajectories' text (None writes token ids only).
+        tracer: writes the step's sampled episodes as traces of the tracker's run, or None.
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class StepRecorder:
         tracker: Any = None,
         trajectories_per_step: int = 0,
         tokenizer: Any = None,
+        tracer: EpisodeTracer | None = None,
     ) -> None:
         self.metrics_path = run_dir / METRICS
         self.trajectories_dir = run_dir / TRAJECTORIES
@@ -103,6 +109,7 @@ class StepRecorder:
         self.tracker = tracker
         self.trajectories_per_step = trajectories_per_step
         self.tokenizer = tokenizer
+        self.tracer = tracer
 
     def record(
         self,
@@ -115,17 +122,26 @@ class StepRecorder:
         with self.metrics_path.open("a") as handle:
             handle.write(json.dumps(row) + "\n")
         self.summary.metrics.append(row)
-        if self.tracker is not None:
-            self.tracker.log_step(step, metrics)
+        # A step replayed after a resume is in MLflow already: it is not traced twice.
+        fresh = self.tracker is not None and self.tracker.log_step(step, metrics)
         self.summary.steps += 1
         self.echo(progress_line(step, self.total_steps, version, metrics))
-        write_samples(
+        traces = self.tracer.trace_step(step, results) if fresh and self.tracer else {}
+        written = write_samples(
             list(results),
             step,
             self.trajectories_dir,
             self.trajectories_per_step,
             self.tokenizer,
+            traces,
         )
+        if written is None:
+            return
+        trace_url = self.tracer.trace_link if self.tracer is not None else None
+        (view,) = write_step_views(self.trajectories_dir, trace_url=trace_url, steps=[step])
+        if fresh:
+            for path in (written, view):
+                self.tracker.log_artifact(path, TRAJECTORIES)
 
 
 class Checkpointer:

@@ -99,6 +99,7 @@ class MlflowTracker:
             if experiment is not None
             else self.client.create_experiment(config.experiment)
         )
+        self.experiment_id: str = experiment_id
         if run_id is not None:
             self.run_id = run_id
             self.client.update_run(run_id, status="RUNNING")

@@ -2,7 +2,9 @@
 
 `latest_run(recipe)` reads the recipe's tracking URI and experiment and returns the newest run
 named after the recipe; `describe_run` renders its id, status, final metrics, artifact location
-and the commands that open the MLflow and Prefect UIs (`agent-rl runs latest`, `make demo`).
+and the commands that open the MLflow and Prefect UIs (`agent-rl runs latest`, `make demo`);
+`episode_pages` says where a run's episodes are read: its traces in the MLflow UI and its
+token-level views (`docs/viewer.md`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class RunSummary:
 
     run_id: str
     experiment: str
+    experiment_id: str
     status: str
     tracking_uri: str
     artifact_uri: str
@@ -61,6 +64,7 @@ def latest_run(recipe: Recipe) -> RunSummary:
     return RunSummary(
         run_id=run.info.run_id,
         experiment=tracking.experiment,
+        experiment_id=run.info.experiment_id,
         status=run.info.status,
         tracking_uri=tracking.tracking_uri,
         artifact_uri=run.info.artifact_uri,
@@ -68,6 +72,37 @@ def latest_run(recipe: Recipe) -> RunSummary:
         params=len(run.data.params),
         artifacts=artifacts,
     )
+
+
+LOCAL_UI = "http://127.0.0.1:5000"
+"""Where `mlflow ui` (the command `describe_run` prints) serves a local store."""
+
+
+def ui_address(tracking_uri: str) -> str:
+    """The MLflow UI of a tracking URI: the server itself, or `mlflow ui` on loopback."""
+    if tracking_uri.startswith(("http://", "https://")):
+        return tracking_uri.rstrip("/")
+    return LOCAL_UI
+
+
+def episode_pages(tracking_uri: str, experiment_id: str, run_id: str) -> list[str]:
+    """Where a run's episodes are read, one line each: its page and traces in the MLflow UI,
+    and its token-level views (markdown, for the flow's summary and `agent-rl runs latest`)."""
+    ui = ui_address(tracking_uri)
+    return [
+        f"run page: {ui}/#/experiments/{experiment_id}/runs/{run_id}",
+        f"episode traces: {ui}/#/experiments/{experiment_id}/runs/{run_id}/traces",
+        f"token-level views: `agent-rl view {run_id}` (or the run's artifacts "
+        "`trajectories/step-*.html`)",
+    ]
+
+
+def run_episode_pages(config: TrackingConfig, run_id: str) -> list[str]:
+    """`episode_pages` of the MLflow run `run_id` under the recipe's tracking section."""
+    import mlflow
+
+    run = mlflow.MlflowClient(tracking_uri=config.tracking_uri).get_run(run_id)
+    return episode_pages(config.tracking_uri, run.info.experiment_id, run_id)
 
 
 def _ui_command(tracking_uri: str) -> str:
@@ -104,7 +139,11 @@ def describe_run(summary: RunSummary, prefect_api_url: str | None = None) -> str
     lines += [f"  {name}: {summary.metrics[name]:.4g}" for name in shown[:12]]
     if len(shown) > 12:
         lines.append(f"  ... and {len(shown) - 12} more metrics")
-    lines.append(f"MLflow UI:  {_ui_command(summary.tracking_uri)}  (then http://127.0.0.1:5000)")
+    lines.append(f"MLflow UI:  {_ui_command(summary.tracking_uri)}  (then {LOCAL_UI})")
+    lines += [
+        f"  {line}"
+        for line in episode_pages(summary.tracking_uri, summary.experiment_id, summary.run_id)
+    ]
     if prefect_api_url:
         ui = prefect_api_url.removesuffix("/api")
         lines.append(f"Prefect UI: {ui}  (flow runs, task logs, the agent-rl-summary artifact)")
