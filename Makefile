@@ -4,6 +4,8 @@
 # torch is installed first, in its own pip command: a CPU wheel of torch 2.13.0 lies on this
 # kind of machine, whereas letting pip resolve a bare `torch` pulls a multi-GB CUDA build.
 # verl is installed without extras (they pin another torch).
+# Browser tests drive Debian's `chromium` with Playwright (from the `test` extra); Playwright's
+# own browser downloads are unreachable, so `playwright install` is never run.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -52,6 +54,13 @@ $(STAMP): pyproject.toml Makefile
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
 	  else \
 	    echo "note: bubblewrap (bwrap) is missing; local sandboxes need it: sudo apt-get install bubblewrap"; \
+	  fi; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "note: chromium is missing; browser tests (skipped without it) need it: sudo apt-get install chromium"; \
 	  fi; \
 	fi
 	@touch $(STAMP)
