@@ -6,14 +6,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from uni_agent_core.tracking.runs import ui_address
 from uni_agent_core.viewer.export import write_step_view
 from uni_agent_core.viewer.html import trace_url_template
 from uni_agent_core.viewer.server import serve
 from uni_agent_core.viewer.source import resolve_source
 from uni_agent_core.viewer.steps import ViewerError, find_step
-
-SERVER_SCHEMES = ("http://", "https://")
-"""Tracking URIs of an MLflow server, whose address is also its UI's."""
 
 
 def view_command(
@@ -29,8 +27,8 @@ def view_command(
     """Serve `target`'s step pages on 127.0.0.1, or write one step's page to `out`.
 
     Trace links need the MLflow UI address and the run's experiment: an MLflow run id gives the
-    experiment (and, on a tracking server, the UI address), a run directory needs
-    `experiment_id`.
+    experiment and the UI address (a tracking server's own, or for a local store where
+    `mlflow ui` serves it), a run directory needs `mlflow_ui` and `experiment_id`.
 
     Raises:
         ViewerError: the run, its trajectories or the step cannot be found.
@@ -40,8 +38,8 @@ def view_command(
     with tempfile.TemporaryDirectory(prefix="agent-rl-view-") as scratch:
         source = resolve_source(target, tracking_uri=tracking_uri, download_dir=Path(scratch))
         experiment = experiment_id or source.experiment_id
-        if mlflow_ui is None and source.run_id and tracking_uri.startswith(SERVER_SCHEMES):
-            mlflow_ui = tracking_uri
+        if mlflow_ui is None and source.run_id:
+            mlflow_ui = ui_address(tracking_uri)  # a local store: where `mlflow ui` serves it
         trace_url = trace_url_template(mlflow_ui, experiment) if mlflow_ui and experiment else None
         if mlflow_ui and not experiment:
             print("note: no trace links: a run directory needs --experiment-id for them")

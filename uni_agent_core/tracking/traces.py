@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uni_agent_core.config.evaluation import TrackingConfig
+from uni_agent_core.tracking.runs import ui_address
 from uni_agent_core.types import ModelCall, RolloutResult, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -35,13 +36,12 @@ TEXT_SHOWN = 4000
 _NS = 1_000_000_000
 
 
-def trace_link_template(tracking_uri: str, experiment_id: str) -> str | None:
-    """Where the MLflow UI of `tracking_uri` shows a trace (`{trace_id}` left to fill); None
-    when the URI is not a server's (a sqlite file has no UI address of its own)."""
-    if not tracking_uri.startswith(("http://", "https://")):
-        return None
-    root = tracking_uri.rstrip("/")
-    return f"{root}/#/experiments/{experiment_id}/traces?selectedEvaluationId={{trace_id}}"
+def trace_link_template(tracking_uri: str, experiment_id: str) -> str:
+    """Where the MLflow UI shows a trace of `tracking_uri`'s store (`{trace_id}` left to fill):
+    the server itself, or for a local store the `mlflow ui` address `agent-rl runs latest` and
+    `docs/viewer.md` tell users to start (`tracking/runs.py::ui_address`)."""
+    experiment = f"{ui_address(tracking_uri)}/#/experiments/{experiment_id}"
+    return f"{experiment}/traces?selectedEvaluationId={{trace_id}}"
 
 
 def clip(text: str, limit: int = TEXT_SHOWN) -> str:
@@ -136,8 +136,7 @@ class EpisodeTracer:
         tokenizer: decodes the spans' text.
         sampler: which episodes to trace.
         kind: `train` or `eval` (a tag on every trace, so the two can be filtered apart).
-        tracking_uri: the MLflow tracking URI; a server's (`http(s)://...`) gives the views
-            links to each trace in its UI.
+        tracking_uri: the MLflow tracking URI (the views link each trace in its UI).
     """
 
     def __init__(
@@ -156,7 +155,7 @@ class EpisodeTracer:
         self.sampler = sampler
         self.kind = kind
         self.trace_link = trace_link_template(tracking_uri, experiment_id)
-        """The MLflow UI address of a trace, with `{trace_id}` to fill (None without a server)."""
+        """The MLflow UI address of a trace, with `{trace_id}` to fill."""
 
     @classmethod
     def for_tracker(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -54,7 +55,7 @@ def serve(
     port: int = 0,
     trace_url: str | None = None,
     step: int | None = None,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] | None = None,
 ) -> None:
     """Serve `source` until interrupted (Ctrl-C raises `KeyboardInterrupt` to the caller).
 
@@ -63,11 +64,13 @@ def serve(
         port: the port on 127.0.0.1 (0: a free one).
         trace_url: trace link template with `{trace_id}`; None: no trace links.
         step: also print the URL of this step's page.
-        echo: where the URLs are printed.
+        echo: where the URLs are printed (default: stdout, flushed at once, so a program
+            reading the command's output sees the address before the first request).
 
     Raises:
         StepNotFoundError: `step` has no step file.
     """
+    echo = echo or partial(print, flush=True)
     if step is not None:
         find_step(source.trajectories_dir, step)
     server = make_server(source, port=port, trace_url=trace_url)

@@ -82,8 +82,9 @@ def test_an_evaluation_takes_its_first_n_episodes_and_new_failures() -> None:
     assert taken == [True, False, True, False]
 
 
-def test_trace_links_exist_only_for_a_server() -> None:
-    assert trace_link_template("sqlite:///mlruns.db", "1") is None
+def test_trace_links_point_at_the_server_or_the_local_mlflow_ui() -> None:
+    local = trace_link_template("sqlite:///mlruns.db", "1")
+    assert local.startswith("http://127.0.0.1:5000/#/experiments/1/traces?")
     link = trace_link_template("http://127.0.0.1:5000/", "7")
     assert link.format(trace_id="tr-1") == (
         "http://127.0.0.1:5000/#/experiments/7/traces?selectedEvaluationId=tr-1"
