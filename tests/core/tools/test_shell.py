@@ -40,7 +40,8 @@ def test_output_exit_code_and_stderr_in_order(tmp_path: Path, sandbox: BashSandb
     assert failed.error and not failed.done
     assert failed.output == "oops\n[exit code 3]"
     assert run(shell, sandbox, "true") == ToolResult(output="(no output)", exit_code=0)
-    assert run(shell, sandbox, "false") == ToolResult(output="[exit code 1]", error=True, exit_code=1)
+    failed_false = ToolResult(output="[exit code 1]", error=True, exit_code=1)
+    assert run(shell, sandbox, "false") == failed_false
 
 
 def test_cwd_and_exported_env_persist(tmp_path: Path, sandbox: BashSandbox) -> None:
