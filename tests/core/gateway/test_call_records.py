@@ -1,34 +1,15 @@
 """What an episode's trace learns from the gateway: each engine call as a `ModelCall` (how it
-continued its chain, timing, where its tokens lie), why each chain was opened, and where a
-rolled-back action was replaced."""
+continued its chain, timing, where its tokens lie) and why each chain was opened (where a
+rolled-back action was replaced: `test_session_chains.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 
+from support.gateway_chat import SYSTEM, TOOLS, USER, ask, assistant, tool
+
 from uni_agent_core.gateway.chain import OpenedBy
 from uni_agent_core.gateway.request import ChatRequest, Message
-
-TOOLS = [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]
-SYSTEM = Message(role="system", content="You are a coding agent.")
-USER = Message(role="user", content="Fix the bug.")
-
-
-def assistant(text: str) -> Message:
-    return Message(role="assistant", content=text)
-
-
-def tool(text: str) -> Message:
-    return Message(role="tool", content=text, tool_call_id="c1")
-
-
-async def ask(session, messages, tools=None, **kw):
-    (choice,) = await session.chat(ChatRequest(messages=messages, tools=tools, **kw))
-    return choice
-
-
-def opened_by(session) -> dict[int, str]:
-    return {t.chain_id: t.metadata["opened_by"] for t in session.trajectories()}
 
 
 def test_each_chain_says_why_it_was_opened(make_session) -> None:
@@ -77,31 +58,6 @@ def test_model_calls_locate_their_tokens_and_time(make_session) -> None:
         assert record.prompt_tokens == len(call.prompt_ids)
         assert record.started_at > 1e9 and record.latency_s >= 0
         assert record.replica is None and not record.superseded
-
-
-def test_a_rollback_is_marked_where_the_rewrite_starts(make_session) -> None:
-    session, engine = make_session()
-
-    async def go():
-        history = [SYSTEM, USER]
-        a = await ask(session, history)
-        history += [assistant(a.content), tool("out 1")]
-        b = await ask(session, history)
-        await ask(session, history + [assistant("a much better action"), tool("out 2")])
-        return b
-
-    b = asyncio.run(go())
-    (trajectory,) = session.trajectories()
-    (mark,) = trajectory.metadata["rollback_marks"]
-    superseded = session.model_calls()[mark["call"]]
-    assert superseded.superseded and superseded.completion_tokens == b.completion_tokens
-    assert superseded.dropped_ids == session.calls[mark["call"]].output_ids
-    rewrite = engine.tokenizer.decode(trajectory.response_ids[mark["at"] :])
-    assert "a much better action" in rewrite
-    assert "a much better action" not in engine.tokenizer.decode(
-        trajectory.response_ids[: mark["at"]]
-    )
-    assert [c.continuation for c in session.model_calls()] == ["new", "append", "rollback"]
 
 
 def test_tool_calls_of_a_reply_are_summarized(make_session) -> None:

@@ -7,6 +7,7 @@ import copy
 from array import array
 
 import pytest
+from support.gateway_chat import SYSTEM, TOOLS, USER, ask, assistant, tool
 
 from uni_agent_core.gateway.request import ChatRequest, Message, SamplingOverrides, ToolCall
 from uni_agent_core.gateway.session import (
@@ -16,26 +17,9 @@ from uni_agent_core.gateway.session import (
 )
 from uni_agent_core.gateway.tito import tito_violations
 
-TOOLS = [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}}]
-SYSTEM = Message(role="system", content="You are a coding agent.")
-USER = Message(role="user", content="Fix the bug.")
-
 
 def run(coro):
     return asyncio.run(coro)
-
-
-def assistant(text: str, calls: list[ToolCall] | None = None) -> Message:
-    return Message(role="assistant", content=text, tool_calls=calls)
-
-
-def tool(text: str, call_id: str = "c1") -> Message:
-    return Message(role="tool", content=text, tool_call_id=call_id)
-
-
-async def ask(session, messages, tools=None, **kw):
-    (choice,) = await session.chat(ChatRequest(messages=messages, tools=tools, **kw))
-    return choice
 
 
 def check(session) -> None:
@@ -169,6 +153,16 @@ def test_rewrite_of_latest_assistant_rolls_back(make_session) -> None:
     assert "better" not in engine.tokenizer.decode(trainable)
     check(session)
     assert [call.superseded for call in session.calls] == [False, True, False]
+    # The trace's view of it: the rollback is marked where the rewrite starts, and the
+    # superseded call keeps the tokens it sampled.
+    (mark,) = after.metadata["rollback_marks"]
+    assert mark["call"] == 1
+    assert "better" in engine.tokenizer.decode(after.response_ids[mark["at"] :])
+    assert "better" not in engine.tokenizer.decode(after.response_ids[: mark["at"]])
+    records = session.model_calls()
+    assert [c.continuation for c in records] == ["new", "append", "rollback"]
+    assert records[1].dropped_ids == session.calls[1].output_ids
+    assert records[1].completion_tokens == b.completion_tokens
 
 
 def test_rollback_replacing_with_a_user_message_keeps_one_separator(make_session) -> None:

@@ -88,11 +88,11 @@ def test_ui_lists_the_runs_traces_and_opens_one_with_its_spans(
     store = write_store(tmp_path)
     with serve_mlflow_ui(store.uri, store.artifact_root) as base_url:
         rows = open_run_traces(chromium_page, base_url, store.experiment_id, store.run_id)
-        screenshot(chromium_page, "mlflow-traces-list")
+        screenshot(chromium_page, "mlflow-ui-driver-traces-list")
         assert {(row.trace_id, row.name) for row in rows} == set(store.traces.items())
         assert len(rows) == listed_trace_count(chromium_page) == 2
 
         trace_id = rows[0].trace_id
         spans = open_trace(chromium_page, base_url, store.experiment_id, trace_id)
-        screenshot(chromium_page, "mlflow-trace-spans")
+        screenshot(chromium_page, "mlflow-ui-driver-trace-spans")
         assert spans == [store.traces[trace_id], *CHILDREN]
