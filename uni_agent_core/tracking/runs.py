@@ -89,9 +89,10 @@ def episode_pages(tracking_uri: str, experiment_id: str, run_id: str) -> list[st
     """Where a run's episodes are read, one line each: its page and traces in the MLflow UI,
     and its token-level views (markdown, for the flow's summary and `agent-rl runs latest`)."""
     ui = ui_address(tracking_uri)
+    # MLflow 3's run page shows its traces in the tab at `/evaluations`.
     return [
         f"run page: {ui}/#/experiments/{experiment_id}/runs/{run_id}",
-        f"episode traces: {ui}/#/experiments/{experiment_id}/runs/{run_id}/traces",
+        f"episode traces: {ui}/#/experiments/{experiment_id}/runs/{run_id}/evaluations",
         f"token-level views: `agent-rl view {run_id}` (or the run's artifacts "
         "`trajectories/step-*.html`)",
     ]

@@ -36,6 +36,9 @@ def test_latest_run_finds_the_newest_run_named_after_the_recipe(tmp_path: Path) 
     assert text.index("train/reward_mean: 0.75") < text.index("eval/pass_at_1: 0.375")
     assert f"mlflow ui --backend-store-uri {uri}" in text
     assert "Prefect UI: http://127.0.0.1:4200 " in text
+    experiment = f"http://127.0.0.1:5000/#/experiments/{summary.experiment_id}"
+    assert f"episode traces: {experiment}/runs/{ids[-1]}/evaluations" in text
+    assert f"token-level views: `agent-rl view {ids[-1]}`" in text
     tracking = recipe.tracking.model_copy(update={"run_name": "never-trained"})
     other = recipe.model_copy(update={"tracking": tracking})
     with pytest.raises(LookupError, match="no run named 'never-trained'"):
