@@ -163,17 +163,7 @@ class EpisodeTracer:
     ) -> EpisodeTracer | None:
         """The tracer of an `MlflowTracker`'s run under the recipe's `tracking` section (None
         when `traces: off`)."""
-        sampler = TraceSampler.from_policy(config.traces_per_step)
-        if sampler is None:
-            return None
-        return cls(
-            run_id=tracker.run_id,
-            experiment_id=tracker.experiment_id,
-            tokenizer=tokenizer,
-            sampler=sampler,
-            kind=kind,
-            tracking_uri=config.tracking_uri,
-        )
+        return cls._of_run(tracker.run_id, tracker.experiment_id, config, tokenizer, kind)
 
     @classmethod
     def for_run(
@@ -184,22 +174,29 @@ class EpisodeTracer:
         import mlflow
 
         run = mlflow.MlflowClient(tracking_uri=config.tracking_uri).get_run(run_id)
-        tracker = _RunRef(run_id, run.info.experiment_id)
-        mlflow.set_tracking_uri(config.tracking_uri)
-        return cls.for_tracker(tracker, config, tokenizer, kind=kind)
+        mlflow.set_tracking_uri(config.tracking_uri)  # the tracing API writes to the global URI
+        return cls._of_run(run_id, run.info.experiment_id, config, tokenizer, kind)
+
+    @classmethod
+    def _of_run(
+        cls, run_id: str, experiment_id: str, config: TrackingConfig, tokenizer: Any, kind: str
+    ) -> EpisodeTracer | None:
+        sampler = TraceSampler.from_policy(config.traces_per_step)
+        if sampler is None:
+            return None
+        return cls(
+            run_id=run_id,
+            experiment_id=experiment_id,
+            tokenizer=tokenizer,
+            sampler=sampler,
+            kind=kind,
+            tracking_uri=config.tracking_uri,
+        )
 
     def trace_episode(self, result: RolloutResult, *, step: int) -> str | None:
         """Trace one episode of an evaluation if the sampler takes it; returns its trace id.
         Never raises (a trace is a by-product)."""
-        if not self.sampler.take(result):
-            return None
-        try:
-            return self.trace(result, step=step)
-        except Exception:  # noqa: BLE001 - deliberate boundary: a trace is a by-product
-            logger.warning(
-                "episode %s#%d: no trace", result.task_id, result.sample_index, exc_info=True
-            )
-            return None
+        return self._trace_safely(result, step) if self.sampler.take(result) else None
 
     def trace_step(self, step: int, results: Sequence[RolloutResult]) -> dict[tuple[str, int], str]:
         """Trace the sampled episodes of a step; returns their trace ids by (task, sample).
@@ -209,13 +206,7 @@ class EpisodeTracer:
         """
         traced: dict[tuple[str, int], str] = {}
         for result in self.sampler.choose(results):
-            try:
-                trace_id = self.trace(result, step=step)
-            except Exception:  # noqa: BLE001 - deliberate boundary: a trace is a by-product
-                logger.warning(
-                    "episode %s#%d: no trace", result.task_id, result.sample_index, exc_info=True
-                )
-                continue
+            trace_id = self._trace_safely(result, step)
             if trace_id:
                 traced[(result.task_id, result.sample_index)] = trace_id
         if traced:
@@ -223,6 +214,16 @@ class EpisodeTracer:
 
             mlflow.flush_trace_async_logging()
         return traced
+
+    def _trace_safely(self, result: RolloutResult, step: int) -> str | None:
+        """`trace`, with a failure logged and None returned: a trace is a by-product."""
+        try:
+            return self.trace(result, step=step)
+        except Exception:  # noqa: BLE001 - deliberate boundary: a trace never fails a run
+            logger.warning(
+                "episode %s#%d: no trace", result.task_id, result.sample_index, exc_info=True
+            )
+            return None
 
     def trace(self, result: RolloutResult, *, step: int) -> str | None:
         """Write one episode's trace; returns its id (None when tracing is disabled)."""
@@ -270,12 +271,6 @@ class EpisodeTracer:
             root.set_status("ERROR")
         root.end(end_time_ns=_ns(end_s))
         return root.trace_id
-
-
-@dataclass
-class _RunRef:
-    run_id: str
-    experiment_id: str
 
 
 @dataclass
