@@ -10,7 +10,9 @@ ratios, not absolute times), each the median of `--repeats` repetitions:
    requests to one `HFEngine` (continuous batching) — target >= 3x;
 3. a 20-turn session whose context grows every turn (each turn re-sends the whole history plus a
    new tool result, like an agent harness): the latency of turn 20 with the prefix cache vs
-   without it — target >= 2x.
+   without it — target >= 2x;
+4. precision: 16 concurrent requests to an `HFEngine` with bf16 weights (`policy.dtype:
+   bfloat16`) vs the same engine in float32, repeats alternating — target >= 1.7x.
 
 Every request samples exactly `--new-tokens` tokens (EOS ignored) so all rows do equal work.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import statistics
 import time
 
@@ -111,6 +114,32 @@ async def _session_turn20_latency(engine: HFEngine, tokenizer, first: list[int])
     return latency
 
 
+async def _precision_rates(
+    model, tokenizer, prompts: list[list[int]], new_tokens: int, repeats: int
+) -> tuple[float, float]:
+    """Median tokens/s of 16 concurrent requests in float32 and in bf16, repeats alternating."""
+    engines = {
+        "float32": HFEngine(model, tokenizer, max_batch_size=CONCURRENT, prefix_cache_tokens=0),
+        "bfloat16": HFEngine(
+            copy.deepcopy(model).to(torch.bfloat16),
+            tokenizer,
+            max_batch_size=CONCURRENT,
+            prefix_cache_tokens=0,
+        ),
+    }
+    samples: dict[str, list[tuple[float, int]]] = {name: [] for name in engines}
+    for engine in engines.values():
+        await _engine_run(engine, prompts[:2], 4)  # warm-up
+    for _ in range(repeats):
+        for name, engine in engines.items():
+            start = time.perf_counter()
+            n = await _engine_run(engine, prompts, new_tokens)
+            samples[name].append((time.perf_counter() - start, n))
+    for engine in engines.values():
+        await engine.close()
+    return _median_rate(samples["float32"]), _median_rate(samples["bfloat16"])
+
+
 def bench_model(name: str, repeats: int, new_tokens: int) -> list[tuple[str, str, str, str]]:
     model, tokenizer = load_policy(name)
     prompts = [
@@ -151,6 +180,7 @@ def bench_model(name: str, repeats: int, new_tokens: int) -> list[tuple[str, str
         return single, batched, statistics.median(no_cache), statistics.median(cached)
 
     eng_single, eng_batched, turn20_cold, turn20_cached = asyncio.run(engine_figures())
+    fp32_16, bf16_16 = asyncio.run(_precision_rates(model, tokenizer, prompts, new_tokens, repeats))
     rate = {
         "hf1": _median_rate(hf_single),
         "eng1": _median_rate(eng_single),
@@ -178,6 +208,13 @@ def bench_model(name: str, repeats: int, new_tokens: int) -> list[tuple[str, str
             "turn 20 latency: prefix cache",
             f"{turn20_cached * 1000:.0f} ms",
             f"{turn20_cold / turn20_cached:.2f}x (target >= 2x)",
+        ),
+        (name, "16 requests: HFEngine float32", f"{fp32_16:.1f} tok/s", "1.00x"),
+        (
+            name,
+            "16 requests: HFEngine bf16",
+            f"{bf16_16:.1f} tok/s",
+            f"{bf16_16 / fp32_16:.2f}x (target >= 1.7x)",
         ),
     ]
 

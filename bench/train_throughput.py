@@ -1,4 +1,4 @@
-"""How fast does the embedded trainer train one real step? Reference path vs fast path.
+"""How fast does the embedded trainer train one real step? Reference, fast and bf16 paths.
 
     python bench/train_throughput.py [--tasks 4] [--group-size 4] [--repeats 2]
                                      [--episodes PATH] [--record]
@@ -15,9 +15,11 @@
 2. **Steps**: the recipe's trainer (its `micro_batch_tokens`, loss, AdamW) trains that batch
    `--repeats` times on the reference path (`trainer.backend.shared_prefix: false`: a no-grad
    forward for the old logprobs, then every row in full with the LM head at every position)
-   and on the fast path (the step's shared prefix once with exact gradients, old logprobs from
-   the same forward, the head at loss positions only), each from the same initial weights, in
-   this process, alternating paths so that machine noise hits both.
+   on the fast path (the step's shared prefix once with exact gradients, old logprobs from
+   the same forward, the head at loss positions only) and on the fast path in mixed precision
+   (`policy.dtype: bfloat16`: forward and backward on a bf16 copy, float32 master weights and
+   AdamW state, `rl/precision.py`), each from the same initial weights, in this process,
+   alternating paths so that machine noise hits all three.
 3. **Gradients** (`--no-check` skips it): one more step of each path on the first
    `--check-episodes` episodes (one group) with the optimizer step held back, and the relative
    difference of their gradients.
@@ -29,8 +31,9 @@ tokens/s speed-up that exact levers can reach on this batch. `--ceiling-only` pr
 
 Printed: per path, trained tokens/s (sampled tokens the loss covers / step seconds), step
 seconds (the whole `train_step`: batch, forwards, backwards, clipping, AdamW), peak RSS during
-its steps (VmHWM reset before each), and the fast/reference ratios against the issue's targets:
->= 3x tokens/s, >= 2x lower step seconds, peak RSS no higher.
+its steps (VmHWM reset before each), and the ratios to the reference against the targets:
+fast >= 3x tokens/s, >= 2x lower step seconds; bf16 >= 5x tokens/s; both with peak RSS no
+higher. The bf16 path's `logprob_pearson` is against the recorded (float32) engine logprobs.
 """
 
 from __future__ import annotations
@@ -148,7 +151,15 @@ def flop_ceiling(results: list, config) -> dict:
     }
 
 
-def make_trainer(model, recipe, pad: int, *, shared_prefix: bool):
+PATHS: dict[str, tuple[bool, str]] = {
+    "reference": (False, "float32"),
+    "fast": (True, "float32"),
+    "bf16": (True, "bfloat16"),
+}
+"""Path name -> (shared_prefix, compute dtype)."""
+
+
+def make_trainer(model, recipe, pad: int, *, shared_prefix: bool, dtype: str = "float32"):
     from uni_agent_core.rl.trainer import EmbeddedTrainer
 
     backend = recipe.trainer.backend
@@ -159,13 +170,15 @@ def make_trainer(model, recipe, pad: int, *, shared_prefix: bool):
         micro_batch_tokens=backend.micro_batch_tokens,
         temperature=recipe.gateway.sampling.temperature or 1.0,
         shared_prefix=shared_prefix,
+        compute_dtype=dtype,
     )
 
 
-def timed_step(model, recipe, pad: int, results: list, *, shared_prefix: bool) -> dict:
+def timed_step(model, recipe, pad: int, results: list, *, path: str) -> dict:
     from uni_agent_core.host_memory import release_host_memory
 
-    trainer = make_trainer(model, recipe, pad, shared_prefix=shared_prefix)
+    shared_prefix, dtype = PATHS[path]
+    trainer = make_trainer(model, recipe, pad, shared_prefix=shared_prefix, dtype=dtype)
     release_host_memory()
     reset_peak_rss()
     clock = time.perf_counter()
@@ -217,7 +230,7 @@ def main() -> None:
 
     recipe = load([f"trainer.group_size={args.group_size}", f"trainer.batch_size={args.tasks}"])
     results = episodes(args, recipe)
-    model, tokenizer = load_policy(recipe.policy.name, dtype=recipe.policy.dtype)
+    model, tokenizer = load_policy(recipe.policy.name, dtype="float32")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows = [t for r in results if not r.abnormal for t in r.trajectories if t.trainable_tokens]
     if not rows:
@@ -239,11 +252,11 @@ def main() -> None:
     )
     if args.ceiling_only:
         return
-    paths = {"reference": False, "fast": True}
+    paths = PATHS
     runs: dict[str, list[dict]] = {name: [] for name in paths}
     for repeat in range(args.repeats):
-        for name, shared in paths.items():
-            run = timed_step(model, recipe, pad, results, shared_prefix=shared)
+        for name in paths:
+            run = timed_step(model, recipe, pad, results, path=name)
             runs[name].append(run)
             print(
                 f"  repeat {repeat + 1} {name:<9} {run['seconds']:7.1f} s  "
@@ -267,24 +280,30 @@ def main() -> None:
         summary["gradient_relative_difference"] = float(
             (fast - reference).norm() / reference.norm()
         )
-    ref, fast = summary["reference"], summary["fast"]
+    ref, fast, bf16 = summary["reference"], summary["fast"], summary["bf16"]
     speedup = fast["tokens_per_s"] / ref["tokens_per_s"]
     step_ratio = ref["step_s"] / fast["step_s"]
     rss_ratio = fast["peak_rss_gib"] / ref["peak_rss_gib"]
+    bf16_speedup = bf16["tokens_per_s"] / ref["tokens_per_s"]
+    bf16_rss_ratio = bf16["peak_rss_gib"] / ref["peak_rss_gib"]
     print()
     print(
         f"embedded trainer, {RECIPE.name}: {len(results)} episodes ({args.tasks} tasks x "
         f"{args.group_size}), median of {args.repeats} steps per path, shared prefix "
         f"{fast['shared_prefix_tokens']:.0f} tokens"
     )
-    print(f"{'path':<12}{'trained tok/s':>15}{'step s':>10}{'peak RSS GiB':>14}")
+    print(f"{'path':<12}{'trained tok/s':>15}{'step s':>10}{'peak RSS GiB':>14}{'pearson':>10}")
     for name in paths:
         row = summary[name]
         print(
             f"{name:<12}{row['tokens_per_s']:>15.1f}{row['step_s']:>10.1f}"
-            f"{row['peak_rss_gib']:>14.2f}"
+            f"{row['peak_rss_gib']:>14.2f}{row['pearson']:>10.4f}"
         )
     print(f"{'fast/ref':<12}{speedup:>14.2f}x{1 / step_ratio:>9.2f}x{rss_ratio:>13.2f}x")
+    print(
+        f"{'bf16/ref':<12}{bf16_speedup:>14.2f}x{bf16['step_s'] / ref['step_s']:>9.2f}x"
+        f"{bf16_rss_ratio:>13.2f}x"
+    )
     if "gradient_relative_difference" in summary:
         print(
             f"gradients on {args.check_episodes} episodes: |fast - reference| / |reference| = "
@@ -300,6 +319,11 @@ def main() -> None:
     )
     print(
         f"target peak RSS no higher: {rss_ratio:.2f}x -> {'met' if rss_ratio <= 1.0 else 'MISSED'}"
+    )
+    print(
+        f"target bf16 trained tokens/s >= 5x: {bf16_speedup:.2f}x -> "
+        f"{'met' if bf16_speedup >= 5 else 'MISSED'}; bf16 peak RSS no higher: "
+        f"{bf16_rss_ratio:.2f}x -> {'met' if bf16_rss_ratio <= 1.0 else 'MISSED'}"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))

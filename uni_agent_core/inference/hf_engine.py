@@ -11,7 +11,9 @@ What it does per scheduler step (one call into the process-wide compute thread, 
 4. finish rows that sampled a stop token or ran out of budget, storing their KV in the prefix
    cache, and resolve their futures.
 
-Every sampled token carries its logprob and the weight version that produced it. `pause()`
+Every sampled token carries its logprob and the weight version that produced it; the logits
+come from the LM head in float32 whatever the model's dtype (`models/lm_head.py`), as in the
+trainer. `pause()`
 stops at a step boundary; `update_weights()` pauses, swaps the weights, clears the (now stale)
 prefix cache and re-queues in-flight rows, which are re-prefilled on the new weights with the
 tokens generated so far (a partial rollout whose tokens mix versions) once the engine resumes.
@@ -43,6 +45,7 @@ from uni_agent_core.inference.types import (
     TokenOutput,
 )
 from uni_agent_core.inference.weights import load_weights
+from uni_agent_core.models.lm_head import float32_logits
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +99,10 @@ class HFEngine:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         self.model = model.eval()
+        self._decoder = model.base_model
+        self._head = model.get_output_embeddings()
+        self._head_weight32: torch.Tensor | None = None
+        """A float32 copy of a low-precision head's weight (logits are float32, lm_head.py)."""
         self.device = next(model.parameters()).device
         self.tokenizer = tokenizer
         self.eos_token_ids = (
@@ -234,6 +241,7 @@ class HFEngine:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._executor, load_weights, self.model, state)
         self.policy_version = version
+        self._head_weight32 = None
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
         # KV of in-flight rows came from the old weights: recompute it on resume.
@@ -353,21 +361,30 @@ class HFEngine:
         if not seq.output_ids:
             seq.cached_prefix_tokens = hit_len
         cache = DynamicCache(ddp_cache_data=hit_kv) if hit_kv else DynamicCache()
-        out = self.model(
+        out = self._decoder(
             input_ids=torch.tensor([ids[hit_len:]], dtype=torch.long, device=self.device),
             past_key_values=cache,
             use_cache=True,
-            logits_to_keep=1,
         )
         kv = _kv_of(out.past_key_values)
         if self.prefix_cache is not None:
             self.prefix_cache.insert(ids, kv)
-        self._append(seq, *sample_tokens(out.logits[:, -1], [seq.sampling], [seq.generator]))
+        logits = self._last_logits(out.last_hidden_state)
+        self._append(seq, *sample_tokens(logits, [seq.sampling], [seq.generator]))
         return kv
+
+    def _last_logits(self, hidden_B_T_H: torch.Tensor) -> torch.Tensor:
+        """Float32 logits at each row's last position (`lm_head.py`: the head in float32)."""
+        weight = self._head.weight
+        if weight.dtype != torch.float32:
+            if self._head_weight32 is None:
+                self._head_weight32 = weight.detach().float()
+            weight = self._head_weight32
+        return float32_logits(self._head, hidden_B_T_H[:, -1], weight)
 
     def _decode(self) -> list[GenerationSequence]:
         rows = self._running
-        out = self.model(
+        out = self._decoder(
             input_ids=torch.tensor(
                 [[s.all_ids[-1]] for s in rows], dtype=torch.long, device=self.device
             ),
@@ -378,7 +395,9 @@ class HFEngine:
         )
         self._batch.advance()
         tokens, logprobs = sample_tokens(
-            out.logits[:, -1], [s.sampling for s in rows], [s.generator for s in rows]
+            self._last_logits(out.last_hidden_state),
+            [s.sampling for s in rows],
+            [s.generator for s in rows],
         )
         finished, keep = [], []
         for i, seq in enumerate(rows):

@@ -109,6 +109,34 @@ def rollout_is_weights(
     return (weights * mask).detach()
 
 
+def is_weight_metrics(
+    old_logprobs_B_T: torch.Tensor,
+    rollout_logprobs_B_T: torch.Tensor,
+    loss_mask_B_T: torch.Tensor,
+    algorithm: AlgorithmConfig,
+) -> dict[str, float]:
+    """How much truncated importance sampling corrects a step: `train/tis_*` metrics.
+
+    `weight_mean` and `weight_std` over sampled tokens (1.0 and 0.0 when trainer and engine
+    agree exactly), `clipped_frac` the share of tokens whose weight hit `is_threshold`, and
+    `far_frac` the share whose weight is off 1 by more than 10% either way. Empty when the
+    correction is off or in bypass mode.
+    """
+    weights = rollout_is_weights(old_logprobs_B_T, rollout_logprobs_B_T, loss_mask_B_T, algorithm)
+    sampled = loss_mask_B_T.bool()
+    if weights is None or not bool(sampled.any()):
+        return {}
+    values = weights[sampled].double()
+    threshold = algorithm.rollout_correction.is_threshold
+    return {
+        "train/tis_weight_mean": float(values.mean()),
+        "train/tis_weight_std": float(values.std()) if values.numel() > 1 else 0.0,
+        "train/tis_weight_min": float(values.min()),
+        "train/tis_clipped_frac": float((values >= threshold * (1 - 1e-6)).double().mean()),
+        "train/tis_far_frac": float(((values - 1).abs() > 0.1).double().mean()),
+    }
+
+
 class PolicyLoss:
     """verl's policy loss for the recipe, normalised over a whole step's batch.
 

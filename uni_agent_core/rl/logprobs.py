@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from uni_agent_core.models.lm_head import float32_logits
+
 
 def decoder_and_head(model: Any) -> tuple[Any, Any]:
     head = model.get_output_embeddings()
@@ -25,7 +27,7 @@ def decoder_and_head(model: Any) -> tuple[Any, Any]:
 def chunk_logprobs(
     head: Any, hidden_B_C_H: torch.Tensor, targets_B_C: torch.Tensor, temperature: float
 ) -> torch.Tensor:
-    logits = head(hidden_B_C_H).float()
+    logits = float32_logits(head, hidden_B_C_H)
     if temperature != 1.0:
         logits = logits / temperature
     picked = torch.gather(logits, -1, targets_B_C.unsqueeze(-1)).squeeze(-1)

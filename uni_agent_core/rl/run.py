@@ -134,9 +134,10 @@ class TrainingRun:
         if not tasks:
             raise ValueError("no task left to train on (every task was filtered out)")
         backend = trainer_config.backend
+        # The trainer's master weights are float32 whatever the compute dtype (precision.py).
         model, tokenizer = load_policy(
             recipe.policy.name,
-            dtype=recipe.policy.dtype,
+            dtype="float32",
             device=resolve_device(backend.device),
             chat_template=recipe.policy.chat_template,
         )
@@ -151,6 +152,7 @@ class TrainingRun:
             temperature=recipe.gateway.sampling.temperature or 1.0,
             gradient_checkpointing=backend.gradient_checkpointing,
             shared_prefix=backend.shared_prefix,
+            compute_dtype=recipe.policy.dtype,
         )
         return tasks, trainer
 
@@ -170,6 +172,7 @@ class TrainingRun:
             checkpoint = latest_complete(self.checkpoint_dir)
             if checkpoint is not None:
                 restore_checkpoint(checkpoint, model=trainer.model, optimizer=trainer.optimizer)
+                trainer.weights_restored()
                 trainer.version = int(checkpoint.state["version"])
                 sampler.load_state_dict(checkpoint.state["sampler"])
                 pending = list(checkpoint.state.get("pending", []))
@@ -272,7 +275,7 @@ class TrainingRun:
             return None
         engine = recipe.engine
         return TrainerReplica(
-            trainer.model,
+            trainer.compute_model,
             self.tokenizer,
             max_batch_size=engine.max_batch_size,
             prefix_cache_tokens=engine.prefix_cache_tokens,

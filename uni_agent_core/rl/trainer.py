@@ -16,6 +16,10 @@ budget; gradients accumulate (the loss is normalised over the
 whole step, so accumulation equals one large batch), are clipped, and AdamW steps. The policy
 version then increases by one; `engine_state()` is what the engines load.
 
+With a bf16 (or fp16) compute dtype the forward and backward passes run on a low-precision copy
+of the weights while the optimizer steps float32 master weights (`precision.ComputeCopy`); the
+engines load that copy, and `engine_state()` hands it out. float32 is the exact reference.
+
 `shared_prefix=False` keeps the reference path (a separate no-grad forward for the old
 logprobs, every row in full, the head at every position): the equality tests and
 `bench/train_throughput.py` compare against it, and gradient checkpointing uses it (HF turns
@@ -34,10 +38,16 @@ import torch
 
 from uni_agent_core.config.training import TrainerConfig
 from uni_agent_core.host_memory import release_host_memory
-from uni_agent_core.rl.algorithms import PolicyLoss, episode_advantages, rollout_is_weights
+from uni_agent_core.rl.algorithms import (
+    PolicyLoss,
+    episode_advantages,
+    is_weight_metrics,
+    rollout_is_weights,
+)
 from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
 from uni_agent_core.rl.logprobs import token_logprobs
 from uni_agent_core.rl.metrics import zero_variance_groups
+from uni_agent_core.rl.precision import ComputeCopy, ComputeDtype
 from uni_agent_core.rl.prefix_forward import SharedPrefix, row_logprobs, rows_prefix_length
 from uni_agent_core.types import RolloutResult, Trajectory
 
@@ -114,9 +124,11 @@ class EmbeddedTrainer:
         chunk_tokens: int = 512,
         gradient_checkpointing: bool = False,
         shared_prefix: bool = True,
+        compute_dtype: ComputeDtype = "float32",
     ) -> None:
         """Args:
-        model: the trained causal LM (its own copy; engines hold theirs).
+        model: the trained causal LM (its own copy; engines hold theirs); it becomes the
+            float32 master the optimizer steps.
         config: the recipe's trainer section.
         pad_token_id: written into padding.
         drop_zero_variance_groups: dynamic sampling of groups whose rewards are all equal.
@@ -130,6 +142,8 @@ class EmbeddedTrainer:
         shared_prefix: the fast path (the step's shared prefix once, old logprobs from the
             loss's own forward, the head at loss positions only); False, or gradient
             checkpointing, takes the reference path. Both give the same update.
+        compute_dtype: the dtype forward and backward run in; `bfloat16` / `float16` keep
+            float32 master weights and optimizer state (`precision.ComputeCopy`).
         """
         algorithm = config.algorithm
         if algorithm.kl_coef > 0 or algorithm.entropy_coef > 0:
@@ -137,7 +151,11 @@ class EmbeddedTrainer:
                 "trainer.algorithm.kl_coef / entropy_coef: the embedded trainer trains without a "
                 "reference model or entropy bonus; set both to 0 (verl supports them)"
             )
+        self.precision = ComputeCopy(model, compute_dtype)
         self.model = model
+        """The float32 master weights: what the optimizer steps and checkpoints save."""
+        self.compute_model = self.precision.model
+        """The weights forward and backward run on (the master itself at float32)."""
         self.config = config
         self.pad_token_id = pad_token_id
         self.drop_zero_variance_groups = drop_zero_variance_groups
@@ -147,7 +165,7 @@ class EmbeddedTrainer:
         self.shared_prefix = shared_prefix and not gradient_checkpointing
         self.device = next(model.parameters()).device
         if gradient_checkpointing:
-            _checkpoint_layers(model)
+            _checkpoint_layers(self.compute_model)
         self.optimizer = torch.optim.AdamW(
             model.parameters(), lr=config.lr, weight_decay=config.weight_decay
         )
@@ -156,8 +174,13 @@ class EmbeddedTrainer:
         """Policy version of the current weights (the number of updates so far)."""
 
     def engine_state(self) -> dict[str, torch.Tensor]:
-        """The weights for the engines (shared tensors; load them before the next step)."""
-        return self.model.state_dict()
+        """The weights for the engines, in the compute dtype (shared tensors; load them before
+        the next step)."""
+        return self.compute_model.state_dict()
+
+    def weights_restored(self) -> None:
+        """Call after loading weights into `model` (a checkpoint): the compute copy follows."""
+        self.precision.refresh()
 
     def _lr(self) -> float:
         warmup = self.config.lr_warmup_steps
@@ -243,7 +266,7 @@ class EmbeddedTrainer:
     def _logprobs(self, batch: TrajectoryBatch, rows: list[int]) -> torch.Tensor:
         width = int(batch.attention_mask_B_T[rows].sum(dim=1).max())
         return token_logprobs(
-            self.model,
+            self.compute_model,
             batch.input_ids_B_T[rows, :width].to(self.device),
             batch.attention_mask_B_T[rows, :width].to(self.device),
             temperature=self.temperature,
@@ -258,17 +281,25 @@ class EmbeddedTrainer:
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr()
         self.optimizer.zero_grad(set_to_none=True)
+        self.precision.zero_grad()
         if self.shared_prefix:
             old, loss_metrics = self._shared_prefix_pass(batch, groups_B, advantages_B)
             metrics = self._consistency(batch, old)
             metrics.update(loss_metrics)
+            metrics.update(
+                is_weight_metrics(
+                    old, batch.rollout_logprobs_B_T, batch.loss_mask_B_T, self.config.algorithm
+                )
+            )
         else:
             metrics = self._reference_pass(batch, advantages_B)
+        self.precision.grads_to_master()
         grad_norm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), self.config.max_grad_norm
         )
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self.precision.refresh()
         self.version += 1
         metrics.update(
             {
@@ -300,7 +331,9 @@ class EmbeddedTrainer:
         training = advantages_B is not None
         metrics: dict[str, float] = {}
         old = torch.zeros_like(batch.rollout_logprobs_B_T)
-        step_prefix = SharedPrefix(self.model, batch.input_ids_B_T[0, :start].to(self.device))
+        step_prefix = SharedPrefix(
+            self.compute_model, batch.input_ids_B_T[0, :start].to(self.device)
+        )
         total_loss, forwards, group_tokens = 0.0, 0, 0
         sums: dict[str, float] = {}
         for rows in members.values():
@@ -388,6 +421,7 @@ class EmbeddedTrainer:
         if algorithm.rollout_correction.bypass_mode:
             old = rollout.clone()
         weights = rollout_is_weights(old, rollout, mask, algorithm)
+        metrics.update(is_weight_metrics(old, rollout, mask, algorithm))
         total_loss = 0.0
         verl_metrics: dict[str, float] = {}
         for rows in groups:

@@ -327,14 +327,12 @@ def test_cancelled_request_leaves_the_engine_serving(tiny_policy) -> None:
     assert stats.running_requests == 0
 
 
-class _FlakyModel(torch.nn.Module):
-    """Wraps a model and raises on chosen forward calls."""
+class _FlakyDecoder(torch.nn.Module):
+    """Wraps a decoder and raises on chosen forward calls."""
 
     def __init__(self, inner, fail_calls: set[int]):
         super().__init__()
         self.inner = inner
-        self.config = inner.config
-        self.generation_config = inner.generation_config
         self.fail_calls = fail_calls
         self.calls = 0
 
@@ -343,6 +341,25 @@ class _FlakyModel(torch.nn.Module):
         if self.calls in self.fail_calls:
             raise RuntimeError("injected failure")
         return self.inner(*args, **kwargs)
+
+
+class _FlakyModel(torch.nn.Module):
+    """A causal LM whose decoder raises on chosen forward calls (the engine runs the decoder,
+    then the head)."""
+
+    def __init__(self, inner, fail_calls: set[int]):
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+        self.generation_config = inner.generation_config
+        self.flaky = _FlakyDecoder(inner.base_model, fail_calls)
+
+    @property
+    def base_model(self):
+        return self.flaky
+
+    def get_output_embeddings(self):
+        return self.inner.get_output_embeddings()
 
 
 def test_model_failure_fails_that_step_and_engine_recovers(tiny_policy) -> None:
