@@ -25,6 +25,7 @@ class WarmStartConfig(ConfigModel):
     """AdamW learning rate (one optimizer step per micro-batch)."""
     tasks: int | None = Field(default=None, ge=1)
     """Training tasks (of those that passed data validation, in order) whose gold episodes
-    are used; None uses them all. Tasks without a one-line gold patch are skipped."""
+    are used; None uses them all. Tasks whose gold patch changes more than one place (one
+    block of lines of one file) have no gold actions and are skipped."""
     micro_batch_tokens: int = Field(default=4096, ge=1)
     """Padded tokens per micro-batch."""

@@ -2,8 +2,8 @@
 
 The micro-swe generator writes its gold and test patches with `unified_patch`; the verifier and
 the data validator read which files a patch touches (`patched_files`) and its added lines
-(`added_lines`) without applying it; the warm start reads the one line a gold patch replaces
-(`single_line_change`).
+(`added_lines`) without applying it; the warm start reads the one block of lines a gold patch
+replaces (`single_block_change`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 _DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 _PLUS_HEADER = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.M)
 HUNK_HEADER = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
-_HUNK_OLD_START = re.compile(r"^@@ -(\d+)")
+_HUNK_OLD_SIDE = re.compile(r"^@@ -(\d+)(?:,(\d+))?")
 
 
 def unified_patch(before: Mapping[str, str], after: Mapping[str, str]) -> str:
@@ -78,36 +78,55 @@ def removed_lines(patch: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class LineChange:
-    """One line of one file replaced by another."""
+class BlockChange:
+    """Consecutive lines of one file replaced by others; either side may be empty (a pure
+    insertion or deletion)."""
 
     path: str
     line: int
-    """1-based number of the replaced line in the original file."""
-    old: str
-    new: str
+    """1-based number, in the original file, of the first replaced line; for a pure insertion,
+    of the line the new lines go before (one past the last line at the end of the file)."""
+    old: tuple[str, ...]
+    """The replaced lines, without their newlines."""
+    new: tuple[str, ...]
+    """The lines put in their place, without their newlines."""
+    hunk_start: int
+    """1-based number, in the original file, of the first line of `hunk_old`."""
+    hunk_old: tuple[str, ...]
+    """The original lines the block's hunk shows: its context lines and `old`, in order."""
 
 
-def single_line_change(patch: str) -> LineChange | None:
-    """The line a patch replaces, when it touches one file and replaces exactly one line."""
+def single_block_change(patch: str) -> BlockChange | None:
+    """The one block of consecutive lines a patch changes, when it touches one file in one place
+    (one run of removed and added lines, however long); None for any other patch."""
     files = patched_files(patch)
     if len(files) != 1:
         return None
-    removed, added, number, line = [], [], 0, 0
+    blocks: list[tuple[int, list[str], list[str], int]] = []
+    hunks: list[tuple[int, list[str]]] = []
+    in_block, line = False, 0
     for text in patch.splitlines():
-        hunk = _HUNK_OLD_START.match(text)
+        hunk = _HUNK_OLD_SIDE.match(text)
         if hunk:
-            line = int(hunk.group(1))
-        elif not line:  # the diff's headers, before the first hunk
+            # an empty old side (`-4,0`) is numbered by the line before it
+            start = int(hunk.group(1))
+            line, in_block = start + 1 if hunk.group(2) == "0" else start, False
+            hunks.append((line, []))
+        elif not line or text.startswith("\\"):  # headers before the first hunk; "\ No newline"
             continue
-        elif text.startswith("-"):
-            removed.append(text[1:])
-            number = line
-            line += 1
-        elif text.startswith("+"):
-            added.append(text[1:])
+        elif text.startswith(("-", "+")):
+            if not in_block:
+                blocks.append((line, [], [], len(hunks) - 1))
+                in_block = True
+            blocks[-1][1 if text[0] == "-" else 2].append(text[1:])
+            if text[0] == "-":
+                hunks[-1][1].append(text[1:])
+                line += 1
         else:
-            line += 1
-    if len(removed) != 1 or len(added) != 1:
+            hunks[-1][1].append(text[1:])
+            line, in_block = line + 1, False
+    if len(blocks) != 1:
         return None
-    return LineChange(files[0], number, removed[0], added[0])
+    first, old, new, hunk_index = blocks[0]
+    hunk_start, hunk_old = hunks[hunk_index]
+    return BlockChange(files[0], first, tuple(old), tuple(new), hunk_start, tuple(hunk_old))

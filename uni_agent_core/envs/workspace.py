@@ -67,6 +67,15 @@ def sandbox_overrides(task: TaskSpec, config: SandboxConfig) -> dict[str, Any]:
     return {}
 
 
+def base_file_on_host(task: TaskSpec, path: str) -> str | None:
+    """A file of the task's repository at its base commit, read on this host (micro-swe sources,
+    `path` relative to the repository); None for an image task or a file not among them."""
+    if task.source.get("type") != "micro_swe" or "repo_dir" not in task.source:
+        return None
+    file = Path(str(task.source["repo_dir"])) / path
+    return file.read_text(encoding="utf-8") if file.is_file() else None
+
+
 async def materialize_repo(sandbox: Sandbox, task: TaskSpec) -> None:
     """Put the task's repository at `sandbox.workdir`, checked out at the base commit.
 

@@ -4,11 +4,15 @@ A tiny policy rarely emits a well-formed tool call, so RL has no successful epis
 reinforce. The warm start shows it the gold actions in the exact token stream it will be
 trained and served on:
 
-1. `gold_actions(task)`: the tool calls that solve a task whose gold patch changes one line —
-   an `editor` `view` of the file (only the buggy line when the statement names its number, the
-   whole file otherwise), a `str_replace` of that line as the view showed it, then `submit` —
-   written in the gateway's hermes tool-call syntax. The view makes the edit learnable: the
-   policy is taught to copy the line it was shown, not to recall it.
+1. `gold_actions(task, base_file)`: the tool calls that solve a task whose gold patch changes
+   one block of consecutive lines of one file — an `editor` `view` of the file (only the edited
+   lines when the statement names the block's line number, the whole file otherwise), a
+   `str_replace` of those lines as the view showed them, then `submit` — written in the
+   gateway's hermes tool-call syntax. The view makes the edit learnable: the policy is taught to
+   copy the lines it was shown, not to recall them. The edited lines are the changed ones,
+   grown by whole neighbouring lines until they occur once in the file (the editor refuses an
+   ambiguous `old_str`, and two functions of a file often share a line such as
+   `return value`); a pure insertion is anchored on the line it goes before.
 2. `gold_trajectories(recipe, tasks)`: each task's episode run through the real stack (gateway,
    ReAct harness, sandbox, verifier) with a `ScriptedEngine` that replies with those calls; only
    episodes the verifier scores as resolved are kept. The gateway records the tokens, so the
@@ -18,8 +22,8 @@ trained and served on:
    the rows share, which runs once per micro-batch with exact gradients, as in the RL
    trainer); context tokens carry no loss.
 
-Tasks with multi-line or multi-file gold patches (micro-swe L3, most real SWE tasks) have no
-gold action here and are skipped.
+Tasks whose gold patch touches several files or several places (micro-swe L3, most real SWE
+tasks) have no gold action here and are skipped.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ from typing import Any
 import torch
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.envs.patches import single_line_change
+from uni_agent_core.envs.patches import BlockChange, single_block_change
+from uni_agent_core.envs.workspace import base_file_on_host
 from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
 from uni_agent_core.rl.prefix_forward import SharedPrefix, row_logprobs, rows_prefix_length
 from uni_agent_core.rl.trainer import micro_batches
+from uni_agent_core.tools.editor import occurrences
 from uni_agent_core.types import TaskSpec, Trajectory
 
 
@@ -48,21 +54,89 @@ def tool_call(name: str, arguments: dict[str, Any]) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
-def gold_actions(task: TaskSpec) -> list[str] | None:
-    """View the file, replace the one line of the gold patch, submit; None for other patches."""
-    change = single_line_change(task.patch)
+def gold_actions(task: TaskSpec, base_file: str | None = None) -> list[str] | None:
+    """View the edited lines, replace them, submit; None for patches of several places.
+
+    Args:
+        task: the task; its gold patch must change one block of lines of one file.
+        base_file: that file at the base commit. Without it, uniqueness is judged on the lines
+            the patch's hunk shows, so the edit may still be ambiguous in the whole file.
+
+    Returns:
+        The three tool calls, or None when the patch is not one block of one file or no block
+        of whole lines around the change occurs once in the file.
+
+    Raises:
+        ValueError: the gold patch's removed lines are not in `base_file` where it says.
+    """
+    change = single_block_change(task.patch)
     if change is None:
         return None
+    if base_file is None:
+        known = "\n".join(change.hunk_old)
+        lines = dict(enumerate(change.hunk_old, change.hunk_start))
+    else:
+        known = base_file
+        numbered = base_file.split("\n")
+        if numbered[-1] == "":  # the file's final newline ends its last line; no line follows
+            numbered.pop()
+        lines = dict(enumerate(numbered, 1))
+        replaced = numbered[change.line - 1 : change.line - 1 + len(change.old)]
+        if replaced != list(change.old) or not 1 <= change.line <= len(numbered) + 1:
+            raise ValueError(
+                f"task {task.instance_id}: its gold patch does not apply to {change.path} at "
+                f"line {change.line}; the file given is not the one the patch was made against"
+            )
+    edit = _unique_edit(change, lines, known)
+    if edit is None:
+        return None
+    first, last, old_str, new_str = edit
     view: dict[str, Any] = {"command": "view", "path": change.path}
     if re.search(rf"\bline {change.line}\b", task.problem_statement):
-        view["view_range"] = [change.line, change.line]
-    edit = {
-        "command": "str_replace",
-        "path": change.path,
-        "old_str": change.old.strip(),
-        "new_str": change.new.strip(),
-    }
-    return [tool_call("editor", view), tool_call("editor", edit), tool_call("submit", {})]
+        view["view_range"] = [first, last]
+    replace = {"command": "str_replace", "path": change.path, "old_str": old_str}
+    return [
+        tool_call("editor", view),
+        tool_call("editor", {**replace, "new_str": new_str}),
+        tool_call("submit", {}),
+    ]
+
+
+def _unique_edit(
+    change: BlockChange, lines: dict[int, str], text: str
+) -> tuple[int, int, str, str] | None:
+    """`(first, last, old_str, new_str)`: the smallest window of lines `first..last` around the
+    change (growing upwards and downwards in turn) whose text, less the first line's
+    indentation, occurs once in `text`; None when even the widest window is ambiguous."""
+    first, last = change.line, change.line + len(change.old) - 1
+    if not change.old or not change.new:
+        # a str_replace of nothing, or by nothing, would leave a line or its newline behind
+        if last + 1 in lines:
+            last += 1
+        elif first - 1 in lines:
+            first -= 1
+        else:
+            return None
+    upwards = True
+    while True:
+        old = [lines[n] for n in range(first, last + 1)]
+        before = [lines[n] for n in range(first, change.line)]
+        after = [lines[n] for n in range(change.line + len(change.old), last + 1)]
+        new = [*before, *change.new, *after]
+        indent = old[0][: len(old[0]) - len(old[0].lstrip())]
+        if new[0].startswith(indent):
+            old[0], new[0] = old[0][len(indent) :], new[0][len(indent) :]
+        old_str, new_str = "\n".join(old), "\n".join(new)
+        if len(occurrences(text, old_str)) == 1:
+            return first, last, old_str, new_str
+        can_up, can_down = first - 1 in lines, last + 1 in lines
+        if not can_up and not can_down:
+            return None
+        if can_up and (upwards or not can_down):
+            first -= 1
+        else:
+            last += 1
+        upwards = not upwards
 
 
 async def gold_trajectories(
@@ -78,15 +152,19 @@ async def gold_trajectories(
     engine = ScriptedEngine(tokenizer)
     manager = build_session_manager(recipe, engine, tokenizer)
     kept: list[Trajectory] = []
-    skipped = unresolved = 0
+    resolved = several_places = ambiguous = unresolved = 0
     async with serving_gateway(manager) as url:
         driver = RolloutDriver.for_recipe(
             recipe, manager=manager, gateway_url=url, max_concurrency=1
         )
         for task in tasks:
-            actions = gold_actions(task)
+            change = single_block_change(task.patch)
+            if change is None:
+                several_places += 1
+                continue
+            actions = gold_actions(task, base_file_on_host(task, change.path))
             if actions is None:
-                skipped += 1
+                ambiguous += 1
                 continue
             engine.requests.clear()
             engine.replies = dict(enumerate(actions))
@@ -94,10 +172,14 @@ async def gold_trajectories(
             if not result.resolved:
                 unresolved += 1
                 continue
+            resolved += 1
             kept.extend(t for t in result.trajectories if t.trainable_tokens)
+    why = f"{several_places} without gold actions: their gold patch changes several places"
+    if ambiguous:
+        why += f"; {ambiguous} whose changed lines are not unique in the file, however widened"
     echo(
-        f"gold trajectories: {len(kept)} resolved of {len(tasks)} tasks "
-        f"({skipped} without a one-line gold patch, {unresolved} not resolved)"
+        f"gold trajectories: {resolved} resolved of {len(tasks)} tasks "
+        f"({why}; {unresolved} not resolved)"
     )
     return kept
 

@@ -191,7 +191,7 @@ class EditorTool(Tool[EditorArgs]):
     async def _str_replace(
         self, sandbox: Sandbox, path: str, content: str, old: str, new: str
     ) -> ToolResult:
-        starts = _occurrences(content, old)
+        starts = occurrences(content, old)
         if not starts:
             return _error(
                 f"No replacement was performed: `old_str` does not occur verbatim in {path}. "
@@ -261,8 +261,9 @@ def _lines(content: str) -> list[str]:
     return [*lines, parts[-1]] if parts[-1] else lines
 
 
-def _occurrences(content: str, needle: str) -> list[int]:
-    """Start offsets of `needle` in `content`, overlapping matches included."""
+def occurrences(content: str, needle: str) -> list[int]:
+    """Start offsets of `needle` in `content`, overlapping matches included: `str_replace`
+    edits only when there is exactly one."""
     starts: list[int] = []
     start = content.find(needle)
     while start != -1:
