@@ -43,6 +43,7 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.envs.patches import BlockChange, single_block_change
 from uni_agent_core.envs.workspace import base_file_on_host
 from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
+from uni_agent_core.rl.precision import ComputeCopy, ComputeDtype
 from uni_agent_core.rl.prefix_forward import SharedPrefix, row_logprobs, rows_prefix_length
 from uni_agent_core.rl.trainer import micro_batches
 from uni_agent_core.tools.editor import occurrences
@@ -205,9 +206,13 @@ def supervised_warm_start(
     micro_batch_tokens: int = 4096,
     pad_token_id: int = 0,
     seed: int = 0,
+    compute_dtype: ComputeDtype = "float32",
     echo: Callable[[str], None] = print,
 ) -> WarmStartReport:
     """Fit `model` to the sampled tokens of `trajectories` (one optimizer step per micro-batch).
+
+    With a `bfloat16` `compute_dtype` the forward and backward passes run on a bf16 copy and
+    AdamW steps `model`'s float32 weights (`precision.ComputeCopy`, as in the RL trainer).
 
     Raises:
         ValueError: no trajectory has a trainable token.
@@ -216,6 +221,7 @@ def supervised_warm_start(
     if not rows:
         raise ValueError("no gold trajectory with trainable tokens to warm-start on")
     device = next(model.parameters()).device
+    precision = ComputeCopy(model, compute_dtype)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     order = list(range(len(rows)))
     rng = random.Random(seed)
@@ -230,9 +236,12 @@ def supervised_warm_start(
         total, count = 0.0, 0
         for group in micro_batches([n - shared for n in lengths], micro_batch_tokens):
             optimizer.zero_grad(set_to_none=True)
-            steps.append(_nll_backward(model, batch, group, device))
+            precision.zero_grad()
+            steps.append(_nll_backward(precision.model, batch, group, device))
+            precision.grads_to_master()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
+            precision.refresh()
             total += steps[-1] * len(group)
             count += len(group)
         losses.append(total / count)

@@ -147,3 +147,31 @@ def test_a_bf16_step_agrees_with_a_bf16_engine() -> None:
     assert metrics["train/logprob_pearson"] >= 0.999
     assert 0.9 <= metrics["train/tis_weight_mean"] <= 1.1
     assert metrics["train/tis_clipped_frac"] <= 0.01
+
+
+def test_a_bf16_warm_start_fits_float32_master_weights(tiny) -> None:
+    from support.episodes import scored_trajectory
+
+    from uni_agent_core.rl.sft import supervised_warm_start
+
+    model = copy.deepcopy(tiny)
+    generator = torch.Generator().manual_seed(0)
+    rows = [
+        scored_trajectory(
+            model,
+            f"gold-{i}",
+            torch.randint(5, 4000, (6,), generator=generator).tolist(),
+            torch.randint(5, 4000, (8,), generator=generator).tolist(),
+            [1] * 8,
+            0,
+        )
+        for i in range(4)
+    ]
+    report = supervised_warm_start(
+        model, rows, epochs=3, lr=1e-3, compute_dtype="bfloat16", echo=lambda _: None
+    )
+    assert report.loss_by_epoch[-1] < report.loss_by_epoch[0]
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert not torch.equal(next(iter(model.parameters())), next(iter(tiny.parameters()))), (
+        "the master weights were not stepped"
+    )
