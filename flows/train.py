@@ -1,6 +1,8 @@
 """The `agent-rl` flow (deployment `train`): validate data -> warm start (when the recipe has
 one) -> estimate difficulty -> evaluate the starting policy (`eval.before_training`) -> train
--> evaluate the newest checkpoint -> log to MLflow.
+-> evaluate the newest checkpoint -> log to MLflow. With both evaluations, the summary states
+the paired pass@1 delta, its 95% bootstrap interval and whether it is beyond noise, with the
+exit reasons before and after (`eval/paired.py`); MLflow gets the same and the flip table.
 
 On verl recipes the same five stages run around verl's trainer, which starts its own rollout
 servers inside its run: Best-of-N (and the `before_training` evaluation) on the base policy
@@ -31,14 +33,16 @@ from tasks.curriculum import estimate_difficulty, learnable_tasks
 from tasks.data import validate_data
 from tasks.evaluation import evaluate
 from tasks.serving import serve, stop
-from tasks.tracking import log_run
+from tasks.tracking import before_metrics, log_run
 from tasks.training import train as train_task
 from tasks.warm_start import warm_start
 from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.eval.paired import compare_evaluations
 from uni_agent_core.rl.verl.merge import find_verl_checkpoints
 from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, default_run_dir
-from uni_agent_core.tracking.runs import run_episode_pages
+from uni_agent_core.tracking.mlflow_tracker import metric_name
+from uni_agent_core.tracking.runs import before_after_lines, run_episode_pages
 from uni_agent_core.types import TaskSpec
 
 
@@ -158,11 +162,11 @@ def train(
             f"({(report['gold_s'] + report['fit_s']) / 60:.1f} min)"
         )
     if scores is not None and before is not None:
-        first, last = before["metrics"]["eval/pass@1"], scores["metrics"]["eval/pass@1"]
-        lines.append(
-            f"- held-out pass@1: {first:.3f} before RL -> {last:.3f} after "
-            f"({(last - first) * 100:+.1f} points)"
-        )
+        comparison = compare_evaluations(Path(before["report_dir"]), Path(scores["report_dir"]))
+        summary["before_after"] = {**comparison.metrics(), "verdict": comparison.verdict}
+        logged = {**scores["metrics"], **before_metrics(before["metrics"]), **comparison.metrics()}
+        shown = before_after_lines({metric_name(k): v for k, v in logged.items()})
+        lines += ["", *(f"- {line}" if line and line[0] != "|" else line for line in shown), ""]
     if scores is not None:
         lines += [f"- {key}: {value:.3f}" for key, value in sorted(scores["metrics"].items())]
     lines += [f"- {line}" for line in run_episode_pages(loaded.tracking, trained["mlflow_run_id"])]

@@ -1,4 +1,5 @@
-"""Prefect task: attach the stage reports to the training run in MLflow (thin)."""
+"""Prefect task: attach the stage reports and the before -> after comparison to the training run
+in MLflow (thin)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from pathlib import Path
 from prefect import task
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.rundir.layout import CURRICULUM, VALIDATION
+from uni_agent_core.eval.paired import compare_evaluations, write_flip_table
+from uni_agent_core.rundir.layout import CURRICULUM, EVAL, VALIDATION
 from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 from uni_agent_core.tracking.runs import verl_stage_run
+
+BEFORE_AFTER = "before-after"
+"""Where the flip table is written, under the run directory's `eval/`."""
 
 
 def before_metrics(metrics: dict[str, float]) -> dict[str, float]:
@@ -28,7 +33,9 @@ def log_run(
 ) -> str | None:
     """Eval metrics (none when `evaluation` is None: evaluation is off) and the validation,
     difficulty and eval reports, on the training run; with
-    `before` (the starting policy's evaluation), also `eval_before/...` and the pass@1 delta;
+    `before` (the starting policy's evaluation), also `eval_before/...`, the paired pass@1 delta
+    with its bootstrap interval (`eval/pass@1_delta`, `..._ci_low`, `..._ci_high`,
+    `eval/paired_tasks`) and the flip table (`eval/flips.csv`, `eval/flips.md`);
     `params` (what the serve stage served, `repro.served.*`) as run params. A verl run's stages
     go into verl's own MLflow run (`verl_stage_run`). Returns the MLflow run id."""
     if mlflow_run_id is None and recipe.trainer.backend.type == "verl":
@@ -47,8 +54,12 @@ def log_run(
     if before is not None:
         tracker.log_values(0, before_metrics(before["metrics"]))
         if evaluation is not None:
-            delta = evaluation["metrics"]["eval/pass@1"] - before["metrics"]["eval/pass@1"]
-            tracker.log_values(step, {"eval/pass@1_delta": delta})
+            comparison = compare_evaluations(
+                Path(before["report_dir"]), Path(evaluation["report_dir"])
+            )
+            tracker.log_values(step, comparison.metrics())
+            for path in write_flip_table(comparison, run_dir / EVAL / BEFORE_AFTER):
+                tracker.log_artifact(path, "eval")
         reports.append(Path(before["report_dir"]))
     for directory, names in (
         (run_dir / VALIDATION, ("validation.json", "validation.md")),

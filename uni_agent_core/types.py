@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 
 class ExitReason(StrEnum):
-    """How an agent episode ended (set by harnesses; abnormal ones are masked from the loss)."""
+    """How an agent episode ended (set by harnesses, or by the rollout driver for
+    `test_timeout`; abnormal ones are masked from the loss)."""
 
     SUBMITTED = "submitted"
     FINISHED = "finished"
@@ -27,6 +28,9 @@ class ExitReason(StrEnum):
     SANDBOX_ERROR = "sandbox_error"
     HARNESS_ERROR = "harness_error"
     ENGINE_ERROR = "engine_error"
+    TEST_TIMEOUT = "test_timeout"
+    """The harness ended the episode, then the verifier's test command passed
+    `reward.test_timeout_s` (reward 0). Kept in the loss: the diff may be what hangs."""
 
 
 class TaskSpec(BaseModel):
@@ -142,6 +146,17 @@ ABNORMAL_EXITS: frozenset[ExitReason] = frozenset(
 )
 """Exits caused by the infrastructure, not the policy: kept in statistics, masked from the loss
 (`trainer.mask_abnormal_exits`)."""
+
+UNFINISHED_EXITS: frozenset[ExitReason] = frozenset(
+    {
+        ExitReason.MAX_TURNS,
+        ExitReason.MAX_TOKENS,
+        ExitReason.TIMEOUT,
+        ExitReason.FORMAT_ERROR_BUDGET,
+    }
+)
+"""Exits where the harness stopped the agent before it submitted or finished (a turn, token or
+wall-clock budget, or the format-error budget, ran out): what `reward.unfinished` applies to."""
 
 
 class ModelCall(BaseModel):

@@ -80,6 +80,13 @@ def test_warm_start_and_before_after_eval_share_the_mlflow_run(
     assert metrics["eval/pass_at_1_delta"] == pytest.approx(
         metrics["eval/pass_at_1"] - metrics["eval_before/pass_at_1"]
     )
+    low, high = metrics["eval/pass_at_1_delta_ci_low"], metrics["eval/pass_at_1_delta_ci_high"]
+    assert low <= metrics["eval/pass_at_1_delta"] <= high and metrics["eval/paired_tasks"] == 2
+    assert result["before_after"]["verdict"].endswith("noise")
+    flips = {a.path for a in client.list_artifacts(run.info.run_id, "eval")}
+    assert {"eval/flips.csv", "eval/flips.md"} <= flips
+    rows = (run_dir / "eval" / "before-after" / "flips.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2  # the header and every paired task
     assert run.data.params["policy.name"] == f"hf:{(warm / 'policy').resolve()}"
     folders = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert "warm_start" in folders

@@ -2,7 +2,9 @@
 
 A discriminated union on `type`: `resolved` (1 when every FAIL_TO_PASS and PASS_TO_PASS test
 passes, else 0) and `partial_credit` (a weighted pass fraction). Either way the agent's diff is
-graded in a fresh sandbox with the hidden tests applied.
+graded in a fresh sandbox with the hidden tests applied — unless the episode ended unfinished
+(`types.UNFINISHED_EXITS`: a turn, token, wall-clock or format-error budget ran out before the
+agent submitted) and `unfinished` says to score it `zero` or with a `penalty` instead.
 """
 
 from __future__ import annotations
@@ -26,6 +28,35 @@ class _RewardBase(ConfigModel):
     leak_audit: Literal["off", "flag", "zero"] = "flag"
     """Leak auditor over the trajectory (reading hidden tests, future git history, the gold
     patch): `off`, `flag` the trajectory in metrics, or `zero` its reward as well."""
+    unfinished: Literal["grade", "zero", "penalty"] = "grade"
+    """An episode that ended without submitting (max_turns, max_tokens, the harness's wall
+    clock, the format-error budget): `grade` its diff like any other, score it `zero` without
+    running the tests, or score it `-unfinished_penalty` (a cost below any graded outcome)."""
+    unfinished_penalty: float = Field(default=0.0, ge=0.0)
+    """The penalty of `unfinished: penalty` (the episode's reward is minus this)."""
+
+    @model_validator(mode="after")
+    def _check_unfinished(self) -> _RewardBase:
+        problems: list[tuple[str, str]] = []
+        if self.unfinished == "penalty" and self.unfinished_penalty <= 0:
+            problems.append(
+                ("unfinished_penalty", "unfinished: penalty needs unfinished_penalty > 0")
+            )
+        if self.unfinished != "penalty" and self.unfinished_penalty:
+            problems.append(
+                (
+                    "unfinished_penalty",
+                    "unfinished_penalty applies only with unfinished: penalty; set that or drop it",
+                )
+            )
+        raise_conflicts(problems)
+        return self
+
+    def unfinished_reward(self) -> float | None:
+        """The reward of an unfinished episode, or None when it is graded like the others."""
+        if self.unfinished == "grade":
+            return None
+        return -self.unfinished_penalty if self.unfinished == "penalty" else 0.0
 
 
 class ResolvedRewardConfig(_RewardBase):

@@ -6,7 +6,9 @@ hidden `test_patch` touches is restored to the base and the test patch applied o
 diff that edits or deletes tests cannot change what is run; the test command runs under the
 recipe's timeout; the log is graded with swebench's parsers (`grading.py`) and turned into a
 reward (`rewards.py`). `oracle` scores the task's gold patch the same way; `score_episode`
-adds the leak audit of the episode's commands and applies the recipe's `leak_audit` policy.
+adds the leak audit of the episode's commands and applies the recipe's `leak_audit` policy;
+`score_unfinished` scores an episode that ended unfinished as the recipe's `unfinished` says,
+without running the tests.
 
 The steps are also exported (`apply_patch`, `apply_test_patch`, `run_tests`) because the data
 validator runs them in a different order on one sandbox.
@@ -166,6 +168,30 @@ class Verifier:
                 "leak": leak,
                 "leak_flagged": flagged,
             }
+        )
+
+    def score_unfinished(
+        self, task: TaskSpec, tool_calls: Iterable[Mapping[str, Any]], exit_reason: str
+    ) -> Verdict | None:
+        """The verdict of an episode that ended unfinished (`exit_reason`, one of
+        `types.UNFINISHED_EXITS`) under `reward.unfinished`: None for `grade` (score the diff
+        with `score_episode`), else the fixed reward with no tests run; the leak audit still
+        flags the episode's commands."""
+        reward = self.reward.unfinished_reward()
+        if reward is None:
+            return None
+        leak = audit_commands(commands_from_tool_calls(tool_calls))
+        _, flagged = apply_leak_policy(0.0, leak, self.reward.leak_audit)
+        return Verdict(
+            instance_id=task.instance_id,
+            mode="agent",
+            reward=reward,
+            resolved=False,
+            patch_applied=True,
+            error=f"not graded: the episode ended {exit_reason} (reward.unfinished: "
+            f"{self.reward.unfinished})",
+            leak=leak,
+            leak_flagged=flagged,
         )
 
     async def oracle(self, task: TaskSpec) -> Verdict:

@@ -77,6 +77,8 @@ class SampleRow(BaseModel):
     seconds: float = 0.0
     leak_flagged: bool = False
     error: str | None = None
+    diff: str = ""
+    """The agent's diff, clipped (`runner.DIFF_ROW_CHARS`)."""
 
 
 class EvalSummary(BaseModel):

@@ -17,6 +17,7 @@ def eval_metrics(summary: EvalSummary) -> dict[str, float]:
         f"eval/avg@{k}": summary.avg_at_k,
         f"eval/pass@{k}": summary.pass_at_k,
         "eval/tasks": float(summary.tasks),
+        "eval/samples": float(summary.samples),
         "eval/leak_flagged": float(summary.leak_flagged),
     }
     for level, scores in summary.by_level.items():
@@ -25,6 +26,7 @@ def eval_metrics(summary: EvalSummary) -> dict[str, float]:
         metrics[f"eval/harness/{name}/pass@1"] = scores["pass@1"]
         metrics[f"eval/harness/{name}/avg@{k}"] = scores[f"avg@{k}"]
     for reason, count in summary.exit_reasons.items():
+        # a share of the samples; times `eval/samples` it is the count
         metrics[f"eval/exit/{reason}"] = count / summary.samples
     return metrics
 

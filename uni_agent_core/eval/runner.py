@@ -1,18 +1,26 @@
 """A resumable checkpoint evaluation: every task K times, rows appended as samples finish.
 
-`Evaluation` writes `eval.json` (what is being evaluated), appends one `SampleRow` per finished
-sample to `samples.jsonl`, and on a rerun in the same directory skips every (task, sample)
-already there, so an interrupted evaluation continues where it stopped. Samples run through the
-training rollout stack (harness -> gateway -> sandbox -> verifier) with the checkpoint's weights
-and seeds that depend only on (task, sample, policy version), or, in oracle mode, score each
-task's gold patch with the verifier. The summary (`report.json`, `report.md`) is computed from
-all rows.
+`Evaluation` writes `eval.json` (what is being evaluated: the suite, the task ids, k, the
+sampling settings and the sha256 of the weights, `weights_sha256`), appends one `SampleRow` per
+finished sample to `samples.jsonl`, and on a rerun in the same directory skips every (task,
+sample) already there, so an interrupted evaluation continues where it stopped. A directory whose
+`eval.json` differs — other weights under the same checkpoint name (a run retrained with
+`resume: false`), other tasks, other settings — holds a stale evaluation: it is moved aside to
+`<dir>.stale` (one line says why) and the evaluation starts afresh, never reused.
+
+Samples run through the training rollout stack (harness -> gateway -> sandbox -> verifier) with
+the checkpoint's weights and seeds that depend only on (run seed, task, sample index) — not on
+the weights — so two evaluations of one recipe (before and after RL) score the same tasks with
+the same sampling seeds and compare pairwise (`eval/paired.py`); in oracle mode each task's gold
+patch is scored with the verifier. The summary (`report.json`, `report.md`) is computed from all
+rows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -28,13 +36,23 @@ from uni_agent_core.progress import ProgressLines
 from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.rollout.driver import episode_seed
 from uni_agent_core.rollout.stack import rollout_stack
-from uni_agent_core.rundir.checkpoint import Checkpoint
+from uni_agent_core.rundir.checkpoint import Checkpoint, checkpoint_digest, policy_weights_digest
 from uni_agent_core.tracking.traces import EpisodeTracer
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 SAMPLES = "samples.jsonl"
 SPEC = "eval.json"
+STALE_SUFFIX = ".stale"
+"""Where a directory's stale evaluation is moved: `<dir>.stale` (the previous one replaced)."""
+DIFF_ROW_CHARS = 2000
+"""Characters of a sample's diff its row keeps (the flip table's `diff` column)."""
 _EVAL_SEED_OFFSET = 1_000_003
+
+
+def sample_seed(run_seed: int, task_id: str, sample_index: int) -> int:
+    """The sampling seed of an evaluation sample: the same for every policy evaluated under one
+    run seed, so the before and after evaluations of a run are paired sample by sample."""
+    return episode_seed(run_seed + _EVAL_SEED_OFFSET, 0, task_id, sample_index)
 
 
 def drop_torn_tail(path: Path) -> None:
@@ -102,6 +120,7 @@ class Evaluation:
             "k": k,
             "tasks": [t.instance_id for t in tasks],
             "checkpoint": str(checkpoint.path) if checkpoint else None,
+            "weights_sha256": self._weights_digest(checkpoint, oracle, served_as),
             "oracle": oracle,
             "policy": recipe.policy.name,
             "seed": recipe.seed,
@@ -110,19 +129,39 @@ class Evaluation:
         if served_as is not None:  # weights the serve stage's servers hold
             self.spec["served"] = served_as[0]
 
+    def _weights_digest(
+        self, checkpoint: Checkpoint | None, oracle: bool, served_as: tuple[str, int] | None
+    ) -> str | None:
+        """What the samples are drawn from, by content: the checkpoint's `model/`, else the
+        policy's directory; None for gold patches, served weights (named by the serve stage)
+        and built policies."""
+        if oracle or served_as is not None:
+            return None
+        if checkpoint is not None:
+            return checkpoint_digest(checkpoint)
+        return policy_weights_digest(self.recipe.policy.name)
+
     def _check_spec(self) -> None:
+        """Continue the evaluation in `out_dir` if it is this one; else move it aside."""
         path = self.out_dir / SPEC
         if path.is_file():
             existing = json.loads(path.read_text())
-            if existing != self.spec:
-                changed = sorted(k for k in self.spec if existing.get(k) != self.spec[k])
-                raise ValueError(
-                    f"{self.out_dir} holds another evaluation (differs in {', '.join(changed)}); "
-                    "use another --out directory"
-                )
-        else:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(self.spec, indent=2) + "\n")
+            if existing == self.spec:
+                return
+            changed = sorted(
+                k for k in {*self.spec, *existing} if existing.get(k) != self.spec.get(k)
+            )
+            stale = self.out_dir.with_name(self.out_dir.name + STALE_SUFFIX)
+            if stale.exists():
+                shutil.rmtree(stale)
+            self.out_dir.rename(stale)
+            print(
+                f"eval: {self.out_dir} held an evaluation of other {', '.join(changed)}; "
+                f"moved it to {stale} and evaluating afresh",
+                file=self.err,
+            )
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.spec, indent=2) + "\n")
 
     async def run_async(self) -> EvalSummary:
         self._check_spec()
@@ -213,9 +252,7 @@ class Evaluation:
     ) -> Callable[[TaskSpec, int], Any]:
         async def episode(task: TaskSpec, index: int) -> SampleRow:
             clock = time.perf_counter()
-            seed = episode_seed(
-                self.recipe.seed + _EVAL_SEED_OFFSET, self.version, task.instance_id, index
-            )
+            seed = sample_seed(self.recipe.seed, task.instance_id, index)
             result: RolloutResult = await run(task, index, seed=seed)
             if tracer is not None:
                 await asyncio.to_thread(tracer.trace_episode, result, step=self.version)
@@ -232,6 +269,7 @@ class Evaluation:
                 seconds=time.perf_counter() - clock,
                 leak_flagged=result.leak_flagged,
                 error=result.error,
+                diff=result.diff[:DIFF_ROW_CHARS],
             )
 
         return episode

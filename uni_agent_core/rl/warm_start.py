@@ -11,14 +11,18 @@ real stack, then the NLL fit of their sampled tokens. It writes `<run dir>/warm_
 - `nll.png`: the NLL curve; `trajectories.jsonl`: the gold episodes it fitted, decoded.
 
 With tracking on, all of it goes to the run's MLflow run (created here, reused by training
-through `mlflow_run_id`). A stage whose report and policy are on disk is reused as it is, so a
-rerun of the flow after a crash goes straight on to RL.
+through `mlflow_run_id`). `report.json` also holds the stage's `key`: what the warm-started
+weights depend on (the recipe's `policy` section and the content of an `hf:` policy, the
+`warm_start` section, the seed and the ids of the tasks fitted). A finished stage whose key
+matches is reused as it is, so a rerun of the flow after a crash goes straight on to RL; one
+made with other settings is deleted (one line says which differ) and the stage runs again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.rundir.checkpoint import policy_weights_digest
 from uni_agent_core.rundir.layout import WARM_START
 from uni_agent_core.types import TaskSpec, Trajectory
 
@@ -56,11 +61,36 @@ def warm_started(recipe: Recipe, result: WarmStartResult) -> Recipe:
     return updated
 
 
-def _finished(directory: Path) -> WarmStartResult | None:
+def warm_start_key(recipe: Recipe, tasks: Sequence[TaskSpec]) -> dict[str, Any]:
+    """What a warm start's weights depend on: the policy (its section, and an `hf:` policy's
+    content), the `warm_start` section, the seed and the ids of the tasks it fits."""
+    return {
+        "policy": recipe.policy.model_dump(mode="json"),
+        "policy_sha256": policy_weights_digest(recipe.policy.name),
+        "warm_start": recipe.warm_start.model_dump(mode="json"),
+        "seed": recipe.seed,
+        "tasks": [task.instance_id for task in tasks],
+    }
+
+
+def _finished(
+    directory: Path, key: dict[str, Any], echo: Callable[[str], None]
+) -> WarmStartResult | None:
+    """The finished stage in `directory` if it was made with `key`; a finished one made with
+    another key is deleted (it would be reused under a name it no longer deserves)."""
     report_path = directory / REPORT
     if not report_path.is_file() or not (directory / "policy" / "config.json").is_file():
         return None
     report = json.loads(report_path.read_text())
+    stored = report.get("key") or {}
+    if stored != key:
+        changed = sorted(k for k in {*key, *stored} if stored.get(k) != key.get(k))
+        echo(
+            f"warm start: {directory} was made with other {', '.join(changed)}; "
+            "deleting it and warm-starting again"
+        )
+        shutil.rmtree(directory)
+        return None
     return WarmStartResult(
         f"hf:{(directory / 'policy').resolve()}",
         directory,
@@ -124,12 +154,13 @@ def run_warm_start(
     from uni_agent_core.tracking.plots import plot_curves
 
     directory = warm_start_dir(run_dir)
-    done = _finished(directory)
+    config = recipe.warm_start
+    chosen = list(tasks)[: config.tasks] if config.tasks else list(tasks)
+    key = warm_start_key(recipe, chosen)
+    done = _finished(directory, key, echo)
     if done is not None:
         echo(f"warm start: reusing {directory} ({done.report['trajectories']} trajectories)")
         return done
-    config = recipe.warm_start
-    chosen = list(tasks)[: config.tasks] if config.tasks else list(tasks)
     directory.mkdir(parents=True, exist_ok=True)
     clock = time.perf_counter()
     gold = asyncio.run(gold_trajectories(recipe, chosen, echo=echo))
@@ -137,8 +168,10 @@ def run_warm_start(
     if not gold:
         raise ValueError(
             f"warm_start: none of the {len(chosen)} tasks gave a resolved gold episode (only "
-            "tasks whose gold patch changes one line have gold actions); turn warm_start off"
+            "tasks whose gold patch changes one block of lines of one file have gold actions); "
+            "turn warm_start off"
         )
+    # float32 master weights; policy.dtype is the compute dtype (rl/precision.py)
     model, tokenizer = load_policy(
         recipe.policy.name, dtype="float32", chat_template=recipe.policy.chat_template
     )
@@ -151,6 +184,7 @@ def run_warm_start(
         micro_batch_tokens=config.micro_batch_tokens,
         pad_token_id=pad,
         seed=recipe.seed,
+        compute_dtype=recipe.policy.dtype,
         echo=echo,
     )
     save_policy(model, tokenizer, directory / "policy")
@@ -173,6 +207,7 @@ def run_warm_start(
         "gold_s": gold_s,
         "fit_s": fitted.seconds,
         "mlflow_run_id": None,
+        "key": key,
     }
     (directory / REPORT).write_text(json.dumps(report, indent=2))
     run_id = _log(recipe, directory, report, None) if track else None

@@ -4,12 +4,14 @@ For each episode the driver opens a gateway session (seeded, so a replay samples
 tokens), builds the task's sandbox (the run's section or the task's override), puts the
 repository in it at its base commit with newer history scrubbed, runs the task's harness against
 the session's URLs, takes the working-tree diff, and scores it in a fresh sandbox with the
-task's reward section and the leak policy. The session's chains become the episode's
-trajectories, each carrying the reward and exit reason; what the episode did on the way (the
-gateway's engine calls, a white-box harness's tool calls, the verifier's run, the diff) rides
-along for its trace (`tracking/traces.py`). Sandbox and task-data failures end the episode with
-`sandbox_error` (reward 0, masked from the loss); they are counted, never raised. Episodes run at
-most `max_concurrency` at a time.
+task's reward section and the leak policy; a verifier whose tests pass `reward.test_timeout_s`
+ends the episode as `test_timeout` (reward 0), and an episode the harness stopped unfinished
+(`UNFINISHED_EXITS`) is scored as `reward.unfinished` says. The session's chains become the
+episode's trajectories, each carrying the reward and exit reason; what the episode did on the
+way (the gateway's engine calls, a white-box harness's tool calls, the verifier's run, the diff)
+rides along for its trace (`tracking/traces.py`). Sandbox and task-data failures end the episode
+with `sandbox_error` (reward 0, masked from the loss); they are counted, never raised. Episodes
+run at most `max_concurrency` at a time.
 """
 
 from __future__ import annotations
@@ -37,7 +39,14 @@ from uni_agent_core.harness.factory import HarnessAssignment, build_harness
 from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.sandbox.base import SandboxError
 from uni_agent_core.sandbox.git_hygiene import GitHygieneError
-from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec, ToolCall, Verification
+from uni_agent_core.types import (
+    UNFINISHED_EXITS,
+    ExitReason,
+    RolloutResult,
+    TaskSpec,
+    ToolCall,
+    Verification,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -221,13 +230,19 @@ class RolloutDriver:
             )
             verifier = Verifier(self.sandbox_factory, reward_config)
             try:
-                verdict = await verifier.score_episode(task, diff, actions)
+                verdict = None
+                if exit_reason in UNFINISHED_EXITS:
+                    verdict = verifier.score_unfinished(task, actions, exit_reason.value)
+                if verdict is None:
+                    verdict = await verifier.score_episode(task, diff, actions)
                 reward, resolved, leak_flagged = (
                     verdict.reward,
                     verdict.resolved,
                     verdict.leak_flagged,
                 )
                 verification = verification_of(verdict, verify_started)
+                if verdict.timed_out:
+                    exit_reason = ExitReason.TEST_TIMEOUT
             except (SandboxError, TaskDataError, OSError) as exc:
                 self.errors[f"verify:{type(exc).__name__}"] += 1
                 error = f"verification failed: {type(exc).__name__}: {exc}"

@@ -2,13 +2,16 @@
 
 A checkpoint is a directory `step-<NNNNNN>/` holding `model/` (safetensors, loadable with
 `from_pretrained`), `optimizer.pt`, `rng.pt` and `state.json`; `manifest.json` lists every file
-with its size and is written last (atomically), so a directory without a manifest — a run killed
-while saving — is never taken for a checkpoint. `latest_complete` returns the newest directory
-whose manifest and files agree; `prune` keeps the newest N complete ones.
+with its size and the sha256 of `model/` (`weights_digest`), and is written last (atomically), so
+a directory without a manifest — a run killed while saving — is never taken for a checkpoint.
+Stages that reuse work done with a checkpoint (evaluations) key it on that digest, never on the
+directory's name: a retrained `step-000002` is other weights. `latest_complete` returns the
+newest directory whose manifest and files agree; `prune` keeps the newest N complete ones.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -32,6 +35,34 @@ class Checkpoint:
     step: int
     state: dict[str, Any]
     """`state.json`: step, policy version, sampler cursor, pending tasks, curriculum."""
+
+
+def weights_digest(directory: Path) -> str:
+    """The sha256 of a model directory's content: every file's relative name and bytes, in name
+    order (reads the weights once: seconds per GB)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(directory)).encode() + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda handle=handle: handle.read(1 << 22), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def policy_weights_digest(policy: str) -> str | None:
+    """The `weights_digest` of an `hf:<dir>` policy (a warm start rewrites the same directory);
+    None for a built policy (`tiny`, `smollm2-135m`), whose name fixes its weights."""
+    if not policy.startswith("hf:"):
+        return None
+    directory = Path(policy.removeprefix("hf:")).expanduser()
+    return weights_digest(directory) if directory.is_dir() else None
+
+
+def checkpoint_digest(checkpoint: Checkpoint) -> str:
+    """The digest of a checkpoint's `model/`: the one its manifest stored at save time, or (a
+    checkpoint saved before manifests held one) computed now."""
+    manifest = json.loads((checkpoint.path / MANIFEST).read_text())
+    return manifest.get("model_sha256") or weights_digest(checkpoint.path / "model")
 
 
 def _files(root: Path) -> dict[str, int]:
@@ -72,7 +103,11 @@ def save_checkpoint(
     }
     torch.save(rng, target / "rng.pt")
     (target / "state.json").write_text(json.dumps({"step": step, **state}, indent=2))
-    manifest = {"step": step, "files": _files(target)}
+    manifest = {
+        "step": step,
+        "files": _files(target),
+        "model_sha256": weights_digest(target / "model"),
+    }
     scratch = target / (MANIFEST + ".tmp")
     scratch.write_text(json.dumps(manifest, indent=2))
     os.replace(scratch, target / MANIFEST)

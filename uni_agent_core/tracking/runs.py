@@ -1,14 +1,16 @@
 """Finding a recipe's newest MLflow run: where it is, what it scored, how to look at it.
 
 `latest_run(recipe)` reads the recipe's tracking URI and experiment and returns the newest run
-named after the recipe; `describe_run` renders its id, status, final metrics, artifact location
-and the commands that open the MLflow and Prefect UIs (`agent-rl runs latest`, `make demo`);
+named after the recipe; `describe_run` renders its id, status, final metrics (with the held-out
+before -> after RL comparison of `before_after_lines`), artifact location and the commands that
+open the MLflow and Prefect UIs (`agent-rl runs latest`, `make demo`);
 `episode_pages` says where a run's episodes are read: its traces in the MLflow UI and its
 token-level views (`docs/viewer.md`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +118,58 @@ def _ui_command(tracking_uri: str) -> str:
     return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"
 
 
+def noise_verdict(low: float, high: float) -> str:
+    """A paired interval of a delta in words: beyond noise only when it excludes 0."""
+    if low > 0:
+        return "a gain beyond noise"
+    if high < 0:
+        return "a loss beyond noise"
+    return "not distinguishable from noise"
+
+
+def before_after_lines(metrics: Mapping[str, float]) -> list[str]:
+    """Held-out pass@1 before -> after RL, the paired delta with its 95% interval and what it
+    means, and a table of exit reasons before and after (samples per reason), from a run's
+    MLflow metrics (`eval_before/...`, `eval/...`); none when the run has no before-RL
+    evaluation."""
+    before, after = (metrics.get(f"{k}/pass_at_1") for k in ("eval_before", "eval"))
+    if before is None or after is None:
+        return []
+    lines = [f"held-out pass@1: {before:.3f} before RL -> {after:.3f} after RL"]
+    low, high = (
+        metrics.get("eval/pass_at_1_delta_ci_low"),
+        metrics.get("eval/pass_at_1_delta_ci_high"),
+    )
+    delta = metrics.get("eval/pass_at_1_delta", after - before)
+    if low is not None and high is not None:
+        tasks = int(metrics.get("eval/paired_tasks", 0))
+        lines.append(
+            f"pass@1 delta {delta * 100:+.1f} points, 95% paired bootstrap interval "
+            f"[{low * 100:+.1f}, {high * 100:+.1f}] over {tasks} tasks: "
+            f"{noise_verdict(low, high)}"
+        )
+    else:
+        lines.append(f"pass@1 delta {delta * 100:+.1f} points (no paired interval logged)")
+    counts = {}
+    for side in ("eval_before", "eval"):
+        samples = metrics.get(f"{side}/samples")
+        prefix = f"{side}/exit/"
+        shares = {k.removeprefix(prefix): v for k, v in metrics.items() if k.startswith(prefix)}
+        counts[side] = {
+            reason: f"{round(share * samples)}" if samples else f"{share:.0%}"
+            for reason, share in shares.items()
+        }
+    reasons = sorted({*counts["eval_before"], *counts["eval"]})
+    if reasons:
+        lines += ["", "| exit reason | before RL | after RL |", "|---|---|---|"]
+        lines += [
+            f"| {reason} | {counts['eval_before'].get(reason, '0')} | "
+            f"{counts['eval'].get(reason, '0')} |"
+            for reason in reasons
+        ]
+    return lines
+
+
 def describe_run(summary: RunSummary, prefect_api_url: str | None = None) -> str:
     """Where the run is, its final metrics, and how to open the UIs."""
     shown = [
@@ -131,12 +185,7 @@ def describe_run(summary: RunSummary, prefect_api_url: str | None = None) -> str
         f"  artifacts:    {summary.artifact_uri} ({', '.join(summary.artifacts) or 'none'})",
         f"  params:       {summary.params}",
     ]
-    before, after = (summary.metrics.get(f"{k}/pass_at_1") for k in ("eval_before", "eval"))
-    if before is not None and after is not None:
-        lines.append(
-            f"  held-out pass@1: {before:.3f} before RL -> {after:.3f} after RL "
-            f"({(after - before) * 100:+.1f} points)"
-        )
+    lines += [f"  {line}" for line in before_after_lines(summary.metrics)]
     lines += [f"  {name}: {summary.metrics[name]:.4g}" for name in shown[:12]]
     if len(shown) > 12:
         lines.append(f"  ... and {len(shown) - 12} more metrics")

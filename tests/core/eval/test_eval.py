@@ -101,20 +101,18 @@ def test_an_interrupted_evaluation_resumes_without_redoing_samples(tmp_path, mon
     assert len(keys) == len(set(keys)) == 8
 
 
-def test_another_evaluation_in_the_same_directory_is_refused(tmp_path) -> None:
+def test_another_evaluation_in_the_same_directory_sets_the_old_one_aside(tmp_path) -> None:
     recipe = _recipe()
     tasks = resolve_suite("micro-swe:test", recipe, max_tasks=2)
+    out = tmp_path / "eval"
     asyncio.run(
-        Evaluation(
-            recipe, tasks, suite="micro-swe:test", k=1, out_dir=tmp_path, oracle=True
-        ).run_async()
+        Evaluation(recipe, tasks, suite="micro-swe:test", k=1, out_dir=out, oracle=True).run_async()
     )
-    with pytest.raises(ValueError, match="another evaluation.*k"):
-        asyncio.run(
-            Evaluation(
-                recipe, tasks, suite="micro-swe:test", k=3, out_dir=tmp_path, oracle=True
-            ).run_async()
-        )
+    summary = asyncio.run(
+        Evaluation(recipe, tasks, suite="micro-swe:test", k=3, out_dir=out, oracle=True).run_async()
+    )
+    assert summary.samples == 6 and len(read_rows(out / SAMPLES)) == 6
+    assert len(read_rows(tmp_path / "eval.stale" / SAMPLES)) == 2
 
 
 def test_eval_temperature_overrides_the_sampling_temperature_and_is_part_of_the_spec(

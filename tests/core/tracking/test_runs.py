@@ -8,7 +8,12 @@ import pytest
 
 from uni_agent_core.config import load_recipe
 from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
-from uni_agent_core.tracking.runs import describe_run, latest_run
+from uni_agent_core.tracking.runs import (
+    before_after_lines,
+    describe_run,
+    latest_run,
+    noise_verdict,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -43,3 +48,31 @@ def test_latest_run_finds_the_newest_run_named_after_the_recipe(tmp_path: Path) 
     other = recipe.model_copy(update={"tracking": tracking})
     with pytest.raises(LookupError, match="no run named 'never-trained'"):
         latest_run(other)
+
+
+def test_the_before_after_lines_state_the_interval_in_words_and_the_exit_reasons() -> None:
+    metrics = {
+        "eval_before/pass_at_1": 0.2,
+        "eval/pass_at_1": 0.5,
+        "eval/pass_at_1_delta": 0.3,
+        "eval/pass_at_1_delta_ci_low": 0.1,
+        "eval/pass_at_1_delta_ci_high": 0.5,
+        "eval/paired_tasks": 10.0,
+        "eval_before/samples": 10.0,
+        "eval/samples": 10.0,
+        "eval_before/exit/max_turns": 0.8,
+        "eval_before/exit/submitted": 0.2,
+        "eval/exit/submitted": 0.9,
+        "eval/exit/test_timeout": 0.1,
+    }
+    lines = before_after_lines(metrics)
+    assert lines[0] == "held-out pass@1: 0.200 before RL -> 0.500 after RL"
+    assert lines[1] == (
+        "pass@1 delta +30.0 points, 95% paired bootstrap interval [+10.0, +50.0] over 10 tasks: "
+        "a gain beyond noise"
+    )
+    assert "| max_turns | 8 | 0 |" in lines and "| test_timeout | 0 | 1 |" in lines
+    assert "| submitted | 2 | 9 |" in lines
+    assert noise_verdict(-0.4, -0.1) == "a loss beyond noise"
+    assert noise_verdict(-0.1, 0.2) == "not distinguishable from noise"
+    assert before_after_lines({"eval/pass_at_1": 0.5}) == []
