@@ -61,7 +61,7 @@ if ! "$PY" -m uni_agent_core.cli models prepare "$policy" >"$WORK/prepare.log" 2
 fi
 # Its own session, so that a timeout also ends the sandboxes the run started.
 setsid timeout --kill-after=15 "$LIMIT" "$PY" bench/rl_gain.py --levels L0 "${sizes[@]}" \
-  --set "policy.name=$policy" --set "engine.device=$device" \
+  --set "policy.name=$policy" --set "policy.dtype=bfloat16" --set "engine.device=$device" \
   --set "trainer.backend.device=$device" --work "$WORK/run" --json "$WORK/figures.json" \
   >"$LOG" 2>&1 &
 runner=$!
