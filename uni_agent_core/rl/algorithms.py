@@ -110,23 +110,20 @@ def rollout_is_weights(
 
 
 def is_weight_metrics(
-    old_logprobs_B_T: torch.Tensor,
-    rollout_logprobs_B_T: torch.Tensor,
-    loss_mask_B_T: torch.Tensor,
-    algorithm: AlgorithmConfig,
+    weights_B_T: torch.Tensor | None, loss_mask_B_T: torch.Tensor, algorithm: AlgorithmConfig
 ) -> dict[str, float]:
-    """How much truncated importance sampling corrects a step: `train/tis_*` metrics.
+    """How much truncated importance sampling corrects a step: `train/tis_*` metrics of the
+    step's `rollout_is_weights`.
 
     `weight_mean` and `weight_std` over sampled tokens (1.0 and 0.0 when trainer and engine
     agree exactly), `clipped_frac` the share of tokens whose weight hit `is_threshold`, and
-    `far_frac` the share whose weight is off 1 by more than 10% either way. Empty when the
-    correction is off or in bypass mode.
+    `far_frac` the share whose weight is off 1 by more than 10% either way. Empty when there
+    are no weights (the correction is off or in bypass mode).
     """
-    weights = rollout_is_weights(old_logprobs_B_T, rollout_logprobs_B_T, loss_mask_B_T, algorithm)
     sampled = loss_mask_B_T.bool()
-    if weights is None or not bool(sampled.any()):
+    if weights_B_T is None or not bool(sampled.any()):
         return {}
-    values = weights[sampled].double()
+    values = weights_B_T[sampled].double()
     threshold = algorithm.rollout_correction.is_threshold
     return {
         "train/tis_weight_mean": float(values.mean()),

@@ -286,11 +286,9 @@ class EmbeddedTrainer:
             old, loss_metrics = self._shared_prefix_pass(batch, groups_B, advantages_B)
             metrics = self._consistency(batch, old)
             metrics.update(loss_metrics)
-            metrics.update(
-                is_weight_metrics(
-                    old, batch.rollout_logprobs_B_T, batch.loss_mask_B_T, self.config.algorithm
-                )
-            )
+            algorithm = self.config.algorithm
+            weights = rollout_is_weights(old, batch.rollout_logprobs_B_T, mask, algorithm)
+            metrics.update(is_weight_metrics(weights, mask, algorithm))
         else:
             metrics = self._reference_pass(batch, advantages_B)
         self.precision.grads_to_master()
@@ -421,7 +419,7 @@ class EmbeddedTrainer:
         if algorithm.rollout_correction.bypass_mode:
             old = rollout.clone()
         weights = rollout_is_weights(old, rollout, mask, algorithm)
-        metrics.update(is_weight_metrics(old, rollout, mask, algorithm))
+        metrics.update(is_weight_metrics(weights, mask, algorithm))
         total_loss = 0.0
         verl_metrics: dict[str, float] = {}
         for rows in groups:
