@@ -30,6 +30,7 @@ import asyncio
 import json
 import logging
 import random
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,7 @@ class TrainingRun:
         run_dir: Path | None = None,
         echo: Callable[[str], None] = print,
         stop_after_steps: int | None = None,
+        time_budget_s: float | None = None,
         driver_class: type[RolloutDriver] = RolloutDriver,
         track: bool = True,
         tasks: Sequence[TaskSpec] | None = None,
@@ -88,6 +90,8 @@ class TrainingRun:
         run_dir: where metrics and (by default) checkpoints go; default `runs/<name>`.
         echo: receives one progress line per step.
         stop_after_steps: end the process's work after this many steps (tests of resume).
+        time_budget_s: end at a step boundary, checkpointed, rather than run past this many
+            seconds from the call of `run` (a benchmark's wall-clock limit); None: no limit.
         driver_class: the rollout driver (a subclass can post-process episodes).
         track: log params, per-step metrics and artifacts to MLflow (`recipe.tracking`).
         tasks: the tasks to train on (e.g. those that passed data validation, loaded once by
@@ -107,6 +111,7 @@ class TrainingRun:
         self.checkpoint_dir = checkpoint_dir(recipe, self.run_dir)
         self.echo = echo
         self.stop_after_steps = stop_after_steps
+        self.time_budget_s = time_budget_s
         self.seed = recipe.trainer.seed if recipe.trainer.seed is not None else recipe.seed
         self.driver_class = driver_class
         self.history: AttemptHistory | None = None
@@ -163,6 +168,7 @@ class TrainingRun:
         return asyncio.run(self.run_async())
 
     async def run_async(self) -> RunSummary:
+        deadline = None if self.time_budget_s is None else time.monotonic() + self.time_budget_s
         tasks, trainer = self._build()
         trainer_config = self.recipe.trainer
         sampler = self._sampler(sorted(tasks))
@@ -236,10 +242,18 @@ class TrainingRun:
                     pending=pending,
                     launched=launched,
                     stop_after_steps=self.stop_after_steps,
+                    deadline=deadline,
                     role_switch=role_switch,
                     on_episode=self._record_attempt if self.history is not None else None,
                 )
                 await loop.run(start_step)
+                summary.stopped_at_deadline = loop.stopped_at_deadline
+                if loop.stopped_at_deadline is not None:
+                    self.echo(
+                        f"time budget of {self.time_budget_s:.0f} s reached: stopped after step "
+                        f"{loop.stopped_at_deadline} of {trainer_config.total_steps} "
+                        "(checkpointed; a rerun resumes)"
+                    )
             status = "FINISHED"
         finally:
             self._close_tracker(status)

@@ -53,6 +53,9 @@ class StepLoop:
         pending: task ids of groups launched but not trained before a resume (launched first).
         launched: groups launched over the run so far (their index seeds their episodes).
         stop_after_steps: stop after this many steps of this call (the run resumes later).
+        deadline: a `time.monotonic()` instant: no step starts that would end after it, judged
+            by the longest step of this call so far; the last step trained is checkpointed
+            (the run resumes later). None: no deadline.
         role_switch: `RoleSwitch` in separate_async: the trainer serves rollouts while it waits.
         on_episode: also called with every finished episode, as it finishes (the attempt
             history).
@@ -74,6 +77,7 @@ class StepLoop:
         pending: Sequence[str] = (),
         launched: int = 0,
         stop_after_steps: int | None = None,
+        deadline: float | None = None,
         role_switch: Any = None,
         on_episode: Callable[[RolloutResult], None] | None = None,
     ) -> None:
@@ -89,6 +93,9 @@ class StepLoop:
         self.checkpointer = checkpointer
         self.seed = seed
         self.stop_after_steps = stop_after_steps
+        self.deadline = deadline
+        self.stopped_at_deadline: int | None = None
+        """The steps trained when the deadline ended the run early (None: it did not)."""
         self.on_episode = on_episode
         self.replay = list(pending)
         self.launched = int(launched)
@@ -161,8 +168,11 @@ class StepLoop:
         switch = self.role_switch
         bound = self.config.staleness.max_versions or 0
         per_step = self.config.batch_size
+        longest = 0.0
         try:
             for step in range(start_step, last):
+                if self._out_of_time(longest, step, start_step):
+                    break
                 step_started = time.perf_counter()
                 routed = vars(self.router.core.counters).copy() if self.router else {}
                 waited = 0.0
@@ -206,12 +216,14 @@ class StepLoop:
                     )
                 elapsed = time.perf_counter() - step_started
                 metrics.update(outcome.metrics)
+                sampled = sum(r.sampled_tokens for r in results)
                 metrics.update(
                     {
                         "perf/rollout_s": rollout_s,
                         "perf/wait_s": waited,
                         "perf/step_s": elapsed,
-                        "perf/tokens_per_s": sum(r.sampled_tokens for r in results) / elapsed,
+                        "perf/sampled_tokens": float(sampled),
+                        "perf/tokens_per_s": sampled / elapsed,
                         "train/dropped_stale_groups": float(dropped),
                         "train/refilled_flat_groups": float(len(replaced)),
                         "train/policy_version": float(self.trainer.version),
@@ -223,6 +235,7 @@ class StepLoop:
                     metrics.update(router_step_metrics(routed, vars(self.router.core.counters)))
                 metrics.update(self.sampler.metrics())
                 self.recorder.record(step + 1, self.trainer.version, metrics, results)
+                longest = max(longest, time.perf_counter() - step_started)
                 if self.checkpointer.due(step + 1):
                     self._checkpoint(step + 1)
         finally:
@@ -230,6 +243,18 @@ class StepLoop:
                 job.cancel()
             if self.in_flight:
                 await asyncio.gather(*self.in_flight, return_exceptions=True)
+
+    def _out_of_time(self, longest_step_s: float, step: int, start_step: int) -> bool:
+        """Whether the deadline leaves no room for step `step` (as long as the longest so far);
+        if so, the steps trained are checkpointed (unless they just were) and recorded."""
+        if self.deadline is None or step == start_step:
+            return False
+        if time.monotonic() + longest_step_s <= self.deadline:
+            return False
+        self.stopped_at_deadline = step
+        if not self.checkpointer.due(step):
+            self._checkpoint(step)
+        return True
 
     def _fill(self, step: int, bound: int) -> None:
         """Launch the groups the staleness bound allows by step `step`.

@@ -45,6 +45,8 @@ class RunSummary:
     backend: str = "embedded"
     mlflow_run_id: str | None = None
     """The MLflow run the steps were logged to (None: untracked, or verl's own run)."""
+    stopped_at_deadline: int | None = None
+    """The steps trained when the run's time budget ended it early (None: it did not)."""
 
     @property
     def final(self) -> dict[str, float]:

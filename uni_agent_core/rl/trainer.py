@@ -228,6 +228,8 @@ class EmbeddedTrainer:
         del batch
         release_host_memory()  # the step's activations, back to the OS (host_memory.py)
         metrics["perf/train_s"] = time.perf_counter() - started
+        metrics["perf/trained_tokens_per_s"] = tokens / metrics["perf/train_s"]
+        metrics["train/trained_tokens"] = float(tokens)
         metrics["train/trained_episodes"] = float(len(kept))
         return StepOutcome(updated=True, metrics=metrics, rows=size, tokens=tokens)
 

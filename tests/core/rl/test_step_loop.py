@@ -6,6 +6,7 @@ trained come back first)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,7 @@ def _run(
     policy: str = "wait",
     pending: list[str] | None = None,
     checkpoint_interval: int = 100,
+    deadline: float | None = None,
 ):
     bound = (0 if mode == "sync" else 1) if bound is None else bound
     recipe = load_recipe(
@@ -141,8 +143,10 @@ def _run(
         refill_flat_groups=refill,
         pending=pending or [],
         stop_after_steps=steps,
+        deadline=deadline,
     )
     asyncio.run(loop.run(0))
+    summary.stopped_at_deadline = loop.stopped_at_deadline
     return trainer, driver, summary, lines, checkpointer, engine
 
 
@@ -258,3 +262,24 @@ def test_every_finished_episode_feeds_the_sampler(tmp_path) -> None:
     group_size = recipe.trainer.group_size
     assert sampler.seen == driver.observed
     assert len(sampler.seen) == group_size * len(driver.launched)
+
+
+def test_a_passed_deadline_ends_the_run_after_one_step_with_a_checkpoint(tmp_path) -> None:
+    task_ids = [f"mixed-{i}" for i in range(10)]
+    trainer, _, summary, _, checkpointer, _ = _run(
+        tmp_path, "sync", 0, task_ids, steps=3, deadline=time.monotonic() - 1
+    )
+    # a call always trains its first step; the next would end past the deadline
+    assert trainer.trained == [["mixed-0", "mixed-1"]]
+    assert summary.stopped_at_deadline == 1
+    assert [saved["step"] for saved in checkpointer.saved] == [1]
+
+
+def test_a_deadline_that_leaves_room_changes_nothing(tmp_path) -> None:
+    task_ids = [f"mixed-{i}" for i in range(10)]
+    trainer, _, summary, _, checkpointer, _ = _run(
+        tmp_path, "sync", 0, task_ids, steps=3, deadline=time.monotonic() + 3600
+    )
+    assert len(trainer.trained) == 3
+    assert summary.stopped_at_deadline is None
+    assert checkpointer.saved == []
