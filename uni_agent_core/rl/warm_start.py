@@ -149,6 +149,7 @@ def run_warm_start(
         ValueError: none of the tasks yields a resolved gold episode.
     """
     from uni_agent_core.host_memory import release_host_memory
+    from uni_agent_core.inference.builder import resolve_device
     from uni_agent_core.models import load_policy
     from uni_agent_core.rl.sft import gold_trajectories, save_policy, supervised_warm_start
     from uni_agent_core.tracking.plots import plot_curves
@@ -171,9 +172,13 @@ def run_warm_start(
             "tasks whose gold patch changes one block of lines of one file have gold actions); "
             "turn warm_start off"
         )
-    # float32 master weights; policy.dtype is the compute dtype (rl/precision.py)
+    # float32 master weights; policy.dtype is the compute dtype (rl/precision.py). The fit runs
+    # where the RL trainer will (a GPU run once fitted on the host's cores: 217 s, not seconds).
     model, tokenizer = load_policy(
-        recipe.policy.name, dtype="float32", chat_template=recipe.policy.chat_template
+        recipe.policy.name,
+        dtype="float32",
+        device=resolve_device(recipe.trainer.backend.device),
+        chat_template=recipe.policy.chat_template,
     )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     fitted = supervised_warm_start(

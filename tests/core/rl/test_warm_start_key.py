@@ -1,11 +1,14 @@
-"""A finished warm start is reused only when the settings it depends on match its key."""
+"""A finished warm start is reused only when the settings it depends on match its key; a new
+one fits the policy on the trainer's device."""
 
 import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from uni_agent_core.config import load_recipe
-from uni_agent_core.rl.warm_start import REPORT, _finished, warm_start_key
+from uni_agent_core.rl.warm_start import REPORT, _finished, run_warm_start, warm_start_key
 from uni_agent_core.types import TaskSpec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,3 +58,28 @@ def test_a_warm_start_without_a_key_is_not_reused(tmp_path) -> None:
     key = warm_start_key(_recipe(), _tasks("a"))
     _finished_stage(tmp_path / "warm_start", {})
     assert _finished(tmp_path / "warm_start", key, print) is None
+
+
+def test_the_warm_start_fits_on_the_trainers_device(tmp_path, monkeypatch) -> None:
+    """Found on a lent GPU: the fit loaded the policy on the CPU whatever the recipe's device."""
+    import uni_agent_core.models
+    import uni_agent_core.rl.sft
+
+    class Loaded(Exception):
+        pass
+
+    loaded: dict = {}
+
+    async def gold(recipe, tasks, echo):
+        return ["a gold trajectory"]
+
+    def load_policy(name, **kwargs):
+        loaded.update(kwargs)
+        raise Loaded
+
+    monkeypatch.setattr(uni_agent_core.rl.sft, "gold_trajectories", gold)
+    monkeypatch.setattr(uni_agent_core.models, "load_policy", load_policy)
+    recipe = _recipe("warm_start.enabled=true", "trainer.backend.device=cuda")
+    with pytest.raises(Loaded):
+        run_warm_start(recipe, tmp_path, _tasks("a"), track=False, echo=lambda line: None)
+    assert loaded["device"] == "cuda" and loaded["dtype"] == "float32"
