@@ -56,6 +56,13 @@ $(STAMP): pyproject.toml Makefile
 	    echo "note: bubblewrap (bwrap) is missing; local sandboxes need it: sudo apt-get install bubblewrap"; \
 	  fi; \
 	fi
+	@if ! command -v socat >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq socat; \
+	  else \
+	    echo "note: socat is missing; sandbox.network: gateway (the agent CLIs' default) needs it: sudo apt-get install socat"; \
+	  fi; \
+	fi
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \

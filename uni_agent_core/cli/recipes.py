@@ -14,7 +14,7 @@ from pathlib import Path
 
 from uni_agent_core.config import Recipe, load_recipe
 from uni_agent_core.config.problems import RecipeError, RecipeProblem
-from uni_agent_core.harness.agent_clis import agent_cli_problems
+from uni_agent_core.harness.agent_clis import agent_cli_problems, gateway_reach_problems
 from uni_agent_core.models import PolicyUnavailableError, resolve_policy
 from uni_agent_core.models.smollm2 import smollm2_gguf_path
 
@@ -36,7 +36,10 @@ def load_recipe_here(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
         require_policy(recipe, source=str(path))
     problems = [
         RecipeProblem(str(path), key, message)
-        for key, message in agent_cli_problems(recipe.harness)
+        for key, message in [
+            *agent_cli_problems(recipe.harness),
+            *gateway_reach_problems(recipe.sandbox, recipe.harness),
+        ]
     ]
     if problems:
         raise RecipeError(problems)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from uni_agent_core.config.base import MAX_DURATION_S, ConfigModel, Duration, raise_conflicts
 
@@ -53,13 +53,41 @@ class _SandboxLimits(ConfigModel):
         return self
 
 
+NetworkMode = Literal["none", "gateway", "host"]
+"""What a sandbox's commands may reach: `none`, nothing (a private loopback); `gateway`, the
+episode's gateway and nothing else, once a harness that runs its agent inside links it
+(`sandbox/gateway_link.py`; `none` until then); `host`, this host's whole network: every local
+service (the Prefect API, MLflow, other episodes' gateways) and the internet where the host has
+it. `true` and `false` still read as `host` and `none`."""
+
+
 class _ResourceCaps(_SandboxLimits):
     """Memory and network caps of backends that create the sandbox themselves."""
 
     memory_mb: int = Field(default=4096, ge=64, le=MAX_SANDBOX_MEMORY_MB)
     """Memory cap in MiB, at most `MAX_SANDBOX_MEMORY_MB` (1 TiB)."""
-    network: bool = False
-    """Allow outbound network; off by default so agents cannot fetch fixes."""
+    network: NetworkMode = "none"
+    """What the agent's commands may reach (`NetworkMode`); `none` by default, so agents cannot
+    fetch fixes. `gateway` is the local bubblewrap sandbox's; `host` is an explicit opt-in."""
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network_from_bool(cls, value: object) -> object:
+        if isinstance(value, bool):
+            return "host" if value else "none"
+        return value
+
+    def _refuse_gateway_only(self, backend: str, instead: str) -> None:
+        if self.network == "gateway":
+            raise_conflicts(
+                [
+                    (
+                        "network",
+                        f"`gateway` (egress to the gateway alone) is the local bubblewrap "
+                        f"sandbox's; {backend} sandboxes offer `none` or `host`. {instead}",
+                    )
+                ]
+            )
 
 
 class LocalSandboxConfig(_ResourceCaps):
@@ -70,6 +98,11 @@ class LocalSandboxConfig(_ResourceCaps):
     isolation: Literal["bubblewrap", "none"] = "bubblewrap"
     """`bubblewrap` isolates the file system, processes and network (needs `bwrap`); `none`
     only uses a scratch directory and rlimits (trusted CI tasks only)."""
+    network: NetworkMode = "gateway"
+    """What the agent's commands may reach (`NetworkMode`). `gateway` by default: nothing,
+    unless a harness running its agent inside (the agent-CLI presets) links the sandbox to its
+    gateway, and then that gateway alone (needs `socat`). Without bubblewrap the host's network
+    is shared whatever this says."""
     max_processes: int = Field(default=256, ge=1)
     """Cap on processes the agent's commands may create (fork bombs end the rollout)."""
     cpu_time_s: int | None = Field(default=None, ge=1, le=int(MAX_DURATION_S))
@@ -140,6 +173,13 @@ class DockerSandboxConfig(_ResourceCaps):
     warm_pool_size: int = Field(default=0, ge=0)
     """Containers per image started ahead of need; 0 starts each on demand."""
 
+    @model_validator(mode="after")
+    def _check_network(self) -> DockerSandboxConfig:
+        self._refuse_gateway_only(
+            "docker", "An internal network holding only the gateway is not built yet."
+        )
+        return self
+
 
 class ModalSandboxConfig(_ResourceCaps):
     """A Modal sandbox per rollout."""
@@ -165,6 +205,13 @@ class ModalSandboxConfig(_ResourceCaps):
             raise_conflicts(
                 [("wall_clock_s", f"{self.wall_clock_s:g} s exceeds Modal's 24 h sandbox cap")]
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_network(self) -> ModalSandboxConfig:
+        self._refuse_gateway_only(
+            "Modal", "Its allow-list (`cidr_allowlist`) cannot name a gateway on this host."
+        )
         return self
 
 

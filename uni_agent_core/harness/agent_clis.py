@@ -25,12 +25,14 @@ from uni_agent_core.config.harness import (
     CLAUDE_CODE_VERSION,
     CODEX_VERSION,
     AgentCliHarnessConfig,
+    BlackboxHarnessConfig,
     HarnessConfig,
     harness_members,
 )
 from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
 from uni_agent_core.harness.blackbox import BlackboxHarness
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
+from uni_agent_core.sandbox.gateway_link import find_socat
 from uni_agent_core.types import TaskSpec
 
 PREFIX_ENV = "AGENT_RL_AGENT_CLIS"
@@ -146,6 +148,36 @@ def agent_cli_problems(harness: HarnessConfig) -> list[tuple[str, str]]:
                 key = "harness" if member is harness else f"harness.{name}"
                 problems.append((f"{key}.version", str(error)))
     return problems
+
+
+def gateway_reach_problems(sandbox: SandboxConfig, harness: HarnessConfig) -> list[tuple[str, str]]:
+    """`(recipe key, why)` when the harness's in-sandbox agents could not reach their gateway
+    from a bubblewrap sandbox: `network: none`, or `network: gateway` on a host without socat
+    (`sandbox/gateway_link.py`)."""
+    if not isinstance(sandbox, LocalSandboxConfig) or sandbox.isolation != "bubblewrap":
+        return []
+    inside = [
+        name
+        for name, member in harness_members(harness)
+        if isinstance(member, BlackboxHarnessConfig)
+        or (isinstance(member, AgentCliHarnessConfig) and member.where == "sandbox")
+    ]
+    if not inside:
+        return []
+    if sandbox.network == "none":
+        return [
+            (
+                "sandbox.network",
+                f"`none`, but {', '.join(inside)} run their agent inside the sandbox, where it "
+                "must reach the gateway: use `gateway` (the gateway alone)",
+            )
+        ]
+    if sandbox.network == "gateway":
+        try:
+            find_socat()
+        except SandboxError as error:
+            return [("sandbox.network", str(error))]
+    return []
 
 
 def require_agent_clis(harness: HarnessConfig) -> None:

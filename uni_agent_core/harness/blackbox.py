@@ -6,9 +6,11 @@ produce is captured by the gateway, so the harness only starts it, bounds it and
 ended. Where it runs is chosen per harness:
 
 - `where="sandbox"`: inside the sandbox, via `Sandbox.exec`, with the sandbox's isolation. The
-  agent must reach the gateway over HTTP, so a bubblewrap `LocalSandbox` needs `network=True`
-  (without it the sandbox has its own loopback and the host's 127.0.0.1 is unreachable; this
-  is refused before anything runs). `isolation="none"` shares the host network.
+  agent must reach the gateway over HTTP: the harness links a bubblewrap `LocalSandbox` with
+  `network="gateway"` (its default) to the session's gateway before the agent starts, and the
+  agent reaches that gateway and nothing else (`sandbox/gateway_link.py`). `network="none"`
+  is refused before anything runs (the agent could reach nothing); `network="host"` and
+  `isolation="none"` share the host's whole network.
 - `where="host"`: beside the sandbox, as a host process whose working directory is the
   sandbox's repository on the host (a `LocalSandbox`, which exposes its host directory). The
   agent is not isolated; its process group is killed when it ends or times out.
@@ -180,11 +182,19 @@ class BlackboxHarness:
         """Play one episode; never raises for agent or sandbox failures.
 
         Raises:
-            ValueError: `where="sandbox"` with a bubblewrap sandbox that has no network while
+            ValueError: `where="sandbox"` with a bubblewrap sandbox of `network: none` while
                 the gateway is on loopback (the agent could never reach it).
             TypeError: `where="host"` with a sandbox that is not on this host.
         """
         self._check_reachable(sandbox, endpoint)
+        if self.where == "sandbox" and hasattr(sandbox, "connect_gateway"):
+            try:
+                await sandbox.connect_gateway(endpoint.openai_base_url)
+            except SandboxError as exc:  # deliberate boundary: the episode ends, reported
+                info = {"where": self.where, "last_error": f"sandbox: {exc}"}
+                return HarnessResult(
+                    ExitReason.SANDBOX_ERROR, await self._steps(endpoint, info), info
+                )
         workdir_host = host_workdir(sandbox) if self.where == "host" else None
         info: dict[str, Any] = {"where": self.where}
         in_sandbox = PurePosixPath(sandbox.workdir).parent / AGENT_DIR
@@ -266,14 +276,15 @@ class BlackboxHarness:
     def _check_reachable(self, sandbox: Sandbox, endpoint: Endpoint) -> None:
         host = urlsplit(endpoint.openai_base_url).hostname or ""
         loopback = host in _LOOPBACK_HOSTS or host.startswith("127.")
-        offline = getattr(sandbox, "isolation", None) == "bubblewrap" and not getattr(
-            sandbox, "network", True
+        offline = (
+            getattr(sandbox, "isolation", None) == "bubblewrap"
+            and getattr(sandbox, "network", "host") == "none"
         )
         if self.where == "sandbox" and offline and loopback:
             raise ValueError(
                 f"the gateway is on this host's loopback ({host}) but the bubblewrap sandbox "
-                "has no network, so the agent cannot reach it: set `sandbox.network: true` "
-                "or run the agent with where='host'"
+                "has `network: none`, so the agent cannot reach it: set `sandbox.network: "
+                "gateway` (the gateway alone) or run the agent with where='host'"
             )
 
     async def _in_sandbox(

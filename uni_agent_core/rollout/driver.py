@@ -33,7 +33,7 @@ from uni_agent_core.envs.verifier import SandboxFactory, Verdict, Verifier
 from uni_agent_core.envs.workspace import TaskDataError, prepare_agent_workspace
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.session import TOOL_ARGUMENTS_SHOWN
-from uni_agent_core.harness.agent_clis import require_agent_clis
+from uni_agent_core.harness.agent_clis import gateway_reach_problems, require_agent_clis
 from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.factory import HarnessAssignment, build_harness
 from uni_agent_core.rollout.build import build_sandbox_factory
@@ -129,7 +129,15 @@ class RolloutDriver:
         cls, recipe: Recipe, *, manager: SessionManager, gateway_url: str, max_concurrency: int
     ) -> RolloutDriver:
         """A driver with the recipe's harness, sandbox and reward, sessions capped at its
-        training context."""
+        training context.
+
+        Raises:
+            SandboxError: the harness runs agents inside bubblewrap sandboxes that could not
+                reach the gateway (`gateway_reach_problems`), before any episode.
+        """
+        problems = gateway_reach_problems(recipe.sandbox, recipe.harness)
+        if problems:
+            raise SandboxError("; ".join(f"{key}: {why}" for key, why in problems))
         return cls(
             manager=manager,
             gateway_url=gateway_url,

@@ -172,9 +172,10 @@ def sandbox_options(
     workspace_host: Path,
     tmp_host: Path,
     mount_point: PurePosixPath,
-    network: bool,
+    network: str,
     read_only_paths: Sequence[str] = (),
     hidden: Sequence[str] = (),
+    gateway_link: Sequence[str] = (),
 ) -> list[str]:
     """The bwrap options one sandbox's commands share: mounts, namespaces, identity.
 
@@ -185,9 +186,12 @@ def sandbox_options(
         workspace_host: Host directory bound read-write at `mount_point`.
         tmp_host: Host directory bound read-write at `/tmp`.
         mount_point: The workspace inside the sandbox (`/workspace`).
-        network: Share the host's network namespace (otherwise only a private loopback).
+        network: `host` shares the host's network namespace; anything else leaves a private
+            loopback only (`gateway` adds its way out through `gateway_link`).
         read_only_paths: Host directories bound read-only besides the system's runtime.
         hidden: Host paths to cover where they lie under a bound directory (task data).
+        gateway_link: The options that put a gateway link's socket in the sandbox
+            (`GatewayLink.bwrap_options`).
     """
     bound = [*RUNTIME_DIRS, *read_only_paths]
     hidden_all = [*hidden, *installed_agent_rl_packages(bound)]
@@ -199,11 +203,12 @@ def sandbox_options(
     argv += ["--bind", str(workspace_host), str(mount_point), "--bind", str(tmp_host), "/tmp"]
     argv += [arg for path in in_tmp if os.path.isdir(path) for arg in ("--ro-bind", path, path)]
     argv += hide_args(hidden_all, bound)
+    argv += gateway_link
     # The root is bwrap's tmpfs; once every mount point exists, nothing new may appear in it.
     argv += ["--remount-ro", "/"]
     argv += ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID)]
     argv += ["--gid", str(SANDBOX_UID), "--cap-drop", "ALL", "--hostname", "sandbox"]
-    if network:
+    if network == "host":
         argv.append("--share-net")
     return [*argv, "--die-with-parent", "--new-session"]
 

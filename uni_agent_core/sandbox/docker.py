@@ -116,7 +116,7 @@ class DockerSandbox(SandboxLifecycle):
     def run_argv(self) -> list[str]:
         """The `docker run` command that creates the container."""
         caps = [
-            *([] if self.config.network else ["--network", "none"]),
+            *([] if self.config.network == "host" else ["--network", "none"]),
             "--memory",
             f"{self.config.memory_mb}m",
             "--memory-swap",

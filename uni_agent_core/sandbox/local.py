@@ -34,6 +34,7 @@ from uni_agent_core.sandbox.bwrap import (
     options_file,
     sandbox_options,
 )
+from uni_agent_core.sandbox.gateway_link import GatewayLink, find_socat, loopback_address
 from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, settings_for
 from uni_agent_core.sandbox.limits import Limits, join_argv
 from uni_agent_core.sandbox.process import kill_group, run_process
@@ -55,6 +56,18 @@ pid whether its owner is dead and sweep it."""
 
 
 _warned_unisolated = False
+_warned_host_network = False
+
+
+def _warn_host_network_once() -> None:
+    global _warned_host_network
+    if not _warned_host_network:
+        _warned_host_network = True
+        logger.warning(
+            "sandbox.network: host: agents share this host's whole network (every local "
+            "service, such as the Prefect API and MLflow, other episodes' gateways, and the "
+            "internet where the host has it); `gateway` lets them reach their gateway alone"
+        )
 
 
 def _warn_unisolated_once() -> None:
@@ -127,6 +140,10 @@ class LocalSandbox(SandboxLifecycle):
         self._bash = ""
         self._sandbox_options: list[str] = []
         """bwrap's options shared by every command (`sandbox_options`), set by `start()`."""
+        self._option_args: dict[str, Any] = {}
+        """What `sandbox_options` was computed from (a gateway link recomputes them)."""
+        self.gateway_link: GatewayLink | None = None
+        """The link to the episode's gateway (`connect_gateway`), if any."""
         self._init_lifecycle(
             workdir=workdir, env=env, max_output_bytes=max_output_bytes, diff_base=diff_base
         )
@@ -174,14 +191,17 @@ class LocalSandbox(SandboxLifecycle):
         )
 
         if self.config.isolation == "bubblewrap":
-            self._sandbox_options = sandbox_options(
-                workspace_host=root / "workspace",
-                tmp_host=root / "tmp",
-                mount_point=MOUNT_POINT,
-                network=self.config.network,
-                read_only_paths=self.config.read_only_paths,
-                hidden=[*self.hide_paths, *self._hidden_root_dir(), *self._hidden_host_data()],
-            )
+            if self.config.network == "host":
+                _warn_host_network_once()
+            self._option_args = {
+                "workspace_host": root / "workspace",
+                "tmp_host": root / "tmp",
+                "mount_point": MOUNT_POINT,
+                "network": self.config.network,
+                "read_only_paths": self.config.read_only_paths,
+                "hidden": [*self.hide_paths, *self._hidden_root_dir(), *self._hidden_host_data()],
+            }
+            self._sandbox_options = sandbox_options(**self._option_args)
 
         self._arm_deadline()
         probe = await self.exec("exit 0", timeout=self.startup_timeout_s, cwd=str(self._mount))
@@ -190,6 +210,41 @@ class LocalSandbox(SandboxLifecycle):
                 f"the sandbox cannot run commands (exit {probe.exit_code}): "
                 f"{probe.stderr.strip() or probe.stdout.strip()}"
             )
+
+    async def connect_gateway(self, url: str) -> None:
+        """Let the agent's commands reach the gateway at `url`, and with bubblewrap's
+        `network: gateway` nothing else (`gateway_link.py`); idempotent for one gateway.
+
+        Without bubblewrap, or with `network: host`, the host's network is shared already and
+        nothing changes.
+
+        Raises:
+            ValueError: `network: none` (the agent may reach nothing), or `url` is not on this
+                host's IPv4 loopback.
+            SandboxError: the sandbox is not usable, or socat is missing.
+        """
+        root = self._check_usable()
+        if self.config.isolation != "bubblewrap" or self.config.network == "host":
+            return
+        if self.config.network == "none":
+            raise ValueError(
+                "this sandbox has `network: none`, so its agent cannot reach the gateway: set "
+                "`sandbox.network: gateway`"
+            )
+        host, port = loopback_address(url)
+        if self.gateway_link is not None:
+            if (self.gateway_link.host, self.gateway_link.port) != (host, port):
+                raise ValueError(
+                    f"this sandbox is linked to the gateway at {self.gateway_link.host}:"
+                    f"{self.gateway_link.port} already, not {host}:{port}"
+                )
+            return
+        link = GatewayLink(root / "gateway.sock", host, port, socat=find_socat())
+        await link.start()
+        self.gateway_link = link
+        self._sandbox_options = sandbox_options(
+            **self._option_args, gateway_link=link.bwrap_options()
+        )
 
     async def exec(
         self,
@@ -232,8 +287,10 @@ class LocalSandbox(SandboxLifecycle):
         }
         limits = self.limits
         assert limits is not None
-        command_argv = [*limits.prefix, self._bash, "-c", command]
         options_fd: int | None = None
+        if self.gateway_link is not None:
+            command = self.gateway_link.command_prelude() + command
+        command_argv = [*limits.prefix, self._bash, "-c", command]
         if self.config.isolation == "bubblewrap":
             per_command = command_options(cwd=work, env=env_all)
             options_fd = options_file([*self._sandbox_options, *per_command])
@@ -298,6 +355,8 @@ class LocalSandbox(SandboxLifecycle):
             self._deadline_handle.cancel()
         for process in list(self._processes):
             kill_group(process)
+        if self.gateway_link is not None:
+            await self.gateway_link.close()
         root, cgroup = self._root, self.limits.cgroup if self.limits else None
         try:
             if cgroup is not None:

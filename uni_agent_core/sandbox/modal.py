@@ -138,7 +138,7 @@ class ModalSandbox(SandboxLifecycle):
             timeout=lifetime,
             cpu=(self.config.cpu, self.config.cpu),
             memory=(self.config.memory_mb, self.config.memory_mb),
-            block_network=not self.config.network,
+            block_network=self.config.network != "host",
             workdir=str(self.workdir),
             region=self.config.region,
         )

@@ -153,7 +153,7 @@ def play(
     engine.respond = policy
     created = httpx.post(url + "/sessions", json={"sampling": sampling or {}}, timeout=10).json()
     endpoint = Endpoint.from_session(created, model="tiny")
-    sandbox = sandbox_config().model_copy(update={"network": True})
+    sandbox = sandbox_config().model_copy(update={"network": "gateway"})
     factory = task_sandbox_factory(sandbox_for_agent_clis(sandbox, config))
 
     async def episode() -> tuple[HarnessResult, float]:

@@ -113,9 +113,9 @@ SETUPS = [
     pytest.param("sandbox", {"isolation": "none"}, None, id="in-sandbox-unisolated"),
     pytest.param(
         "sandbox",
-        {"isolation": "bubblewrap", "network": True},
+        {"isolation": "bubblewrap", "network": "gateway"},
         "python3",
-        id="in-bubblewrap-with-network",
+        id="in-bubblewrap-gateway-only",
         marks=needs_bwrap,
     ),
     pytest.param(
@@ -217,8 +217,8 @@ def test_a_dead_sandbox_is_a_sandbox_error(scripted, fns) -> None:
 def test_an_offline_bubblewrap_sandbox_is_refused_before_running(scripted, fns) -> None:
     url, _, _ = scripted
     endpoint = fns["open_session"](url)
-    offline = LocalSandbox(isolation="bubblewrap", network=False)  # never started
-    with pytest.raises(ValueError, match="sandbox.network: true"):
+    offline = LocalSandbox(isolation="bubblewrap", network="none")  # never started
+    with pytest.raises(ValueError, match="sandbox.network: gateway"):
         asyncio.run(BlackboxHarness(_config()).run(TASK, offline, endpoint))
     with pytest.raises(TypeError, match="LocalSandbox"):
         asyncio.run(BlackboxHarness(_config(), where="host").run(TASK, object(), endpoint))

@@ -442,7 +442,7 @@ def test_from_config_maps_the_recipe_and_needs_an_image() -> None:
         "task-image",
         8192,
         4,
-        True,
+        "host",  # `true` reads as the host's network
         "always",
     )
     assert (sb.wall_clock_s, sb.exec_timeout_s, str(sb.workdir)) == (600, 60, "/repo")

@@ -97,8 +97,11 @@ def test_host_environment_does_not_leak_in(tmp_path: Path, monkeypatch: pytest.M
 
 
 @needs_bwrap
-@pytest.mark.parametrize("network", [False, True])
-def test_host_loopback_is_unreachable_without_network(tmp_path: Path, network: bool) -> None:
+@pytest.mark.parametrize("network", ["none", "gateway", "host"])
+def test_host_loopback_is_reachable_with_the_host_network_only(
+    tmp_path: Path, network: str
+) -> None:
+    """`gateway` without a link (`connect_gateway`) reaches nothing, like `none`."""
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     connect = (
@@ -109,7 +112,7 @@ def test_host_loopback_is_unreachable_without_network(tmp_path: Path, network: b
     async def main() -> None:
         async with LocalSandbox(root_dir=str(tmp_path), network=network) as sb:
             result = await sb.exec(connect, timeout=10)
-            if network:
+            if network == "host":
                 assert result.ok and "connected" in result.stdout, result
             else:
                 assert not result.ok
@@ -324,7 +327,7 @@ def test_from_config_takes_the_recipe_limits() -> None:
         memory_mb=1024, max_processes=32, network=True, exec_timeout_s=5, wall_clock_s=50
     )
     sb = LocalSandbox.from_config(config, cpu_time_s=10)
-    assert (sb.memory_mb, sb.max_processes, sb.network) == (1024, 32, True)
+    assert (sb.memory_mb, sb.max_processes, sb.network) == (1024, 32, "host")  # true: host
     assert (sb.exec_timeout_s, sb.wall_clock_s, sb.cpu_time_s) == (5, 50, 10)
     assert sb.isolation == "bubblewrap"
     with pytest.raises(ValueError, match="workdir"):

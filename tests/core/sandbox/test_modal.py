@@ -223,7 +223,7 @@ def test_network_when_allowed_and_config_mapping(tmp_path: Path) -> None:
         "rl",
         4,
         8192,
-        True,
+        "host",  # `true` reads as the host's network
         900,
     )
     with pytest.raises(ValueError, match="24 h"):

@@ -1,0 +1,170 @@
+"""Gateway-only egress: a bubblewrap sandbox's commands reach the episode's gateway and nothing
+else (`sandbox.network: gateway`).
+
+Each bubblewrap command runs in a network namespace of its own with a loopback interface and
+nothing else: no route to the host, its other interfaces, a DNS server or the internet.
+`GatewayLink` gives that namespace one way out, to the gateway's address alone:
+
+- **On the host**, a Unix socket in the sandbox's host directory; every connection to it is piped
+  to the gateway's TCP address by an asyncio server in the rollout process.
+- **Inside**, that socket is bound at `/run/agent-rl/gateway.sock`, and each command first starts
+  `socat` listening on `127.0.0.1:<the gateway's port>` in the command's namespace, piping each
+  connection to the socket. The agent's gateway URLs (`http://127.0.0.1:<port>/...`) work
+  unchanged.
+
+The socket leads to the gateway's address only, whatever the agent sends through it. An agent
+can kill its own `socat` (losing only its own access) or connect to the socket directly (reaching
+the same gateway); it cannot name another destination. `socat` comes from the host's `/usr`
+(bound read-only in every sandbox): `find_socat` says how to install it where it is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import shutil
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
+
+from uni_agent_core.sandbox.base import SandboxError
+
+SANDBOX_SOCKET = PurePosixPath("/run/agent-rl/gateway.sock")
+"""Where the host's end of the link appears inside the sandbox."""
+
+INSTALL_HINT = "install socat (`apt-get install socat`, `dnf install socat`)"
+
+_CHUNK = 1 << 16
+_LISTEN_WAIT_TRIES = 400
+"""Checks, 5 ms apart, that the in-sandbox listener is up before the command runs (2 s)."""
+
+
+def find_socat() -> str:
+    """The `socat` the sandboxes run (on the host's PATH, under a bound `/usr`).
+
+    Raises:
+        SandboxError: there is none; the message says how to install it.
+    """
+    path = shutil.which("socat")
+    if path is None:
+        raise SandboxError(f"`sandbox.network: gateway` needs socat on this host: {INSTALL_HINT}")
+    return path
+
+
+def loopback_address(url: str) -> tuple[str, int]:
+    """The gateway's host and port from one of its URLs, which must be on this host's loopback
+    (the in-sandbox end listens on 127.0.0.1 at the same port, so the URL works unchanged).
+
+    Raises:
+        ValueError: the URL has no port, or its host is not a loopback address.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        address = ipaddress.ip_address(host)
+        loopback = address.version == 4 and address.is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise ValueError(
+            "`sandbox.network: gateway` links a sandbox to a gateway on this host's IPv4 "
+            f"loopback; {url!r} is not on it"
+        )
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return ("127.0.0.1" if host == "localhost" else host), port
+
+
+class GatewayLink:
+    """The host's end of one sandbox's link to its gateway (see the module docstring)."""
+
+    def __init__(self, socket_path: Path, host: str, port: int, *, socat: str) -> None:
+        """Args:
+        socket_path: the host-side Unix socket (in the sandbox's host directory).
+        host: the gateway's loopback address.
+        port: the gateway's port (the in-sandbox listener takes the same one).
+        socat: the `socat` binary (`find_socat`); it must lie under a directory bound into
+            the sandbox.
+        """
+        self.socket_path = socket_path
+        self.host = host
+        self.port = port
+        self.socat = socat
+        self._server: asyncio.Server | None = None
+        self._pipes: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Listen on the host-side socket (mode 0666: the sandbox's `nobody` connects)."""
+        self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path))
+        os.chmod(self.socket_path, 0o666)
+
+    def bwrap_options(self) -> list[str]:
+        """bwrap's options that put the host-side socket in the sandbox."""
+        return ["--ro-bind", str(self.socket_path), str(SANDBOX_SOCKET)]
+
+    def command_prelude(self) -> str:
+        """Bash that starts the in-sandbox listener (detached, so the command's own `wait` does
+        not wait for it; it dies with the command's namespace) and waits until it listens."""
+        listen = (
+            f"TCP-LISTEN:{self.port},bind={self.host},reuseaddr,fork UNIX-CONNECT:{SANDBOX_SOCKET}"
+        )
+        address = f"{_proc_net_hex(self.host)}:{self.port:04X}"
+        return (
+            f"( exec {self.socat} {listen} </dev/null >/dev/null 2>&1 & )\n"
+            f"for ((__agent_rl_i = 0; __agent_rl_i < {_LISTEN_WAIT_TRIES}; __agent_rl_i++)); do\n"
+            "  __agent_rl_up=0\n"
+            "  while read -r _ __agent_rl_local _ __agent_rl_state _; do\n"
+            f"    [[ $__agent_rl_local == {address} && $__agent_rl_state == 0A ]] && "
+            "__agent_rl_up=1\n"
+            "  done </proc/net/tcp\n"
+            "  (( __agent_rl_up )) && break\n"
+            "  sleep 0.005\n"
+            "done\n"
+            "unset __agent_rl_i __agent_rl_up __agent_rl_local __agent_rl_state\n"
+        )
+
+    async def close(self) -> None:
+        """Stop listening, end open connections and remove the socket (idempotent)."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for pipe in list(self._pipes):
+            pipe.cancel()
+        if self._pipes:
+            await asyncio.gather(*self._pipes, return_exceptions=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._pipes.add(task)
+        try:
+            try:
+                up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+            except OSError:
+                return  # the gateway is gone: the agent sees its connection closed
+            try:
+                await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+            finally:
+                up_writer.close()
+        finally:
+            writer.close()
+            self._pipes.discard(task)
+
+
+async def _copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    """Bytes from `source` to `sink` until EOF, then half-close `sink`; a reset ends it."""
+    try:
+        while chunk := await source.read(_CHUNK):
+            sink.write(chunk)
+            await sink.drain()
+        if sink.can_write_eof():
+            sink.write_eof()
+    except (ConnectionError, OSError):
+        pass
+
+
+def _proc_net_hex(host: str) -> str:
+    """An IPv4 address as `/proc/net/tcp` writes it (little-endian hex)."""
+    return "".join(f"{int(octet):02X}" for octet in reversed(host.split(".")))
