@@ -105,8 +105,11 @@ class GatewayLink:
     def command_prelude(self) -> str:
         """Bash that starts the in-sandbox listener (detached, so the command's own `wait` does
         not wait for it; it dies with the command's namespace) and waits until it listens."""
+        # nodelay: without it, the small writes of a streamed reply wait out the client's
+        # delayed ACK (measured: +43 ms per streamed call on a kept-alive connection)
         listen = (
-            f"TCP-LISTEN:{self.port},bind={self.host},reuseaddr,fork UNIX-CONNECT:{SANDBOX_SOCKET}"
+            f"TCP-LISTEN:{self.port},bind={self.host},reuseaddr,fork,nodelay "
+            f"UNIX-CONNECT:{SANDBOX_SOCKET}"
         )
         address = f"{_proc_net_hex(self.host)}:{self.port:04X}"
         return (

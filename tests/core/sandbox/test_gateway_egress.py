@@ -151,3 +151,60 @@ def test_container_backends_refuse_gateway_only_and_read_booleans(section) -> No
         section(network="gateway")
     assert section(network=True).network == "host"
     assert section(network=False).network == "none"
+
+
+STREAMED_CALLS = r"""
+import http.client, json, statistics, sys, time
+connection = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+seconds = []
+for _ in range(7):
+    start = time.perf_counter()
+    connection.request("POST", "/v1/chat/completions", json.dumps({"stream": True, "x": "y" * 512}),
+                       {"Content-Type": "application/json"})
+    connection.getresponse().read()
+    seconds.append(time.perf_counter() - start)
+print(statistics.median(seconds))
+"""
+
+
+async def _streaming_server() -> asyncio.Server:
+    """Kept-alive connections; each reply is 64 server-sent events, each flushed on its own."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for i in range(64):
+                    event = b'data: {"choices":[{"delta":{"content":"tok%02d"}}]}\n\n' % i
+                    writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    await writer.drain()
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    return await asyncio.start_server(answer, "127.0.0.1", 0)
+
+
+def test_a_streamed_reply_is_not_held_back_by_the_link(tmp_path: Path) -> None:
+    """Small flushed writes (token streaming) pass at once: without TCP_NODELAY on the
+    in-sandbox listener each streamed call waited out the client's delayed ACK (~40 ms)."""
+
+    async def main() -> float:
+        server = await _streaming_server()
+        try:
+            async with LocalSandbox(root_dir=str(tmp_path), network="gateway") as sandbox:
+                await sandbox.connect_gateway(f"http://127.0.0.1:{_port(server)}/v1")
+                await sandbox.write_file("calls.py", STREAMED_CALLS)
+                result = await sandbox.exec(f"python3 calls.py {_port(server)}", timeout=60)
+                assert result.ok, result.stderr
+                return float(result.stdout)
+        finally:
+            server.close()
+
+    if shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") is None:
+        pytest.skip("no python3 for the sandbox")
+    assert asyncio.run(main()) < 0.02
