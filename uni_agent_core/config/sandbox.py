@@ -37,6 +37,12 @@ class _SandboxLimits(ConfigModel):
     passes."""
     start_retries: int = Field(default=2, ge=0)
     """Retries of a failed sandbox start before the rollout ends with `sandbox_error`."""
+    start_backoff_s: Duration = 1.0
+    """Wait before the first retry of a failed start; it doubles with each further one."""
+    max_concurrent_starts: int = Field(default=16, ge=1)
+    """Cap on the run's sandboxes starting at once, the agents' and the verifiers' together
+    (`envs/verifier.py::TaskSandboxes`), so a step of many episodes does not flood the host,
+    a docker daemon or a cloud API."""
 
     @model_validator(mode="after")
     def _check_timeouts(self) -> _SandboxLimits:
@@ -168,10 +174,9 @@ class DockerSandboxConfig(_ResourceCaps):
     """Cap on processes and threads in each container (`--pids-limit`)."""
     docker_host: str | None = None
     """Docker daemon address (`DOCKER_HOST`); None uses the local daemon."""
-    max_concurrent_starts: int = Field(default=16, ge=1)
-    """Global cap on containers starting at once, so the daemon is never overloaded."""
     warm_pool_size: int = Field(default=0, ge=0)
-    """Containers per image started ahead of need; 0 starts each on demand."""
+    """Containers per image started ahead of need; 0 starts each on demand. Not used yet: a
+    run's sandboxes are each its task's own (`TaskSandboxes` starts them on demand)."""
 
     @model_validator(mode="after")
     def _check_network(self) -> DockerSandboxConfig:
@@ -195,9 +200,10 @@ class ModalSandboxConfig(_ResourceCaps):
     rpc_timeout_s: Duration = 60.0
     """Timeout of each Modal call, on top of the command's own time."""
     max_concurrent_starts: int = Field(default=32, ge=1)
-    """Global cap on sandboxes being created at once (Modal rate-limits creation)."""
+    """Cap on sandboxes being created at once (Modal rate-limits creation)."""
     warm_pool_size: int = Field(default=0, ge=0)
-    """Sandboxes per image created ahead of need; 0 creates each on demand."""
+    """Sandboxes per image created ahead of need; 0 creates each on demand. Not used yet: a
+    run's sandboxes are each its task's own (`TaskSandboxes` starts them on demand)."""
 
     @model_validator(mode="after")
     def _check_modal_lifetime(self) -> ModalSandboxConfig:

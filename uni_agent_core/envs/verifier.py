@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
@@ -38,13 +39,17 @@ from uni_agent_core.envs.rewards import reward_from_report
 from uni_agent_core.envs.workspace import materialize_repo, sandbox_overrides
 from uni_agent_core.sandbox.base import ExecResult, Sandbox
 from uni_agent_core.sandbox.factory import build_sandbox, sandbox_for_task
+from uni_agent_core.sandbox.pool import SandboxPool
 from uni_agent_core.types import TaskSpec
 
 _PATCH_TIMEOUT_S = 120.0
+_START_GRACE_S = 30.0
+"""Beyond the backend's own `startup_timeout_s`, before the pool gives up on a start."""
 _LOG_TAIL_CHARS = 4000
 
-SandboxFactory = Callable[[TaskSpec], Sandbox]
-"""Makes a new, not yet started sandbox for a task."""
+SandboxFactory = Callable[[TaskSpec], AbstractAsyncContextManager[Sandbox]]
+"""A task's fresh sandbox, for `async with factory(task) as sandbox:` (a plain not yet
+started `Sandbox` is one; `TaskSandboxes` starts it through the run's pool)."""
 
 
 class Verdict(BaseModel):
@@ -77,14 +82,36 @@ class Verdict(BaseModel):
     `leak_audit: zero` zeroed it)."""
 
 
-def task_sandbox_factory(default: SandboxConfig) -> SandboxFactory:
-    """Fresh sandboxes from the run's sandbox section, with each task's override applied."""
+class TaskSandboxes:
+    """Each task's fresh sandbox, from the run's sandbox section with the task's override
+    applied, started through one `SandboxPool` shared by every sandbox of the run (the
+    agent's and the verifier's): at most `max_concurrent_starts` starts at once, a failed start
+    retried `start_retries` times with backoff, every failure counted in `pool.stats`."""
 
-    def make(task: TaskSpec) -> Sandbox:
-        config = sandbox_for_task(default, task.sandbox, task_id=task.instance_id)
+    def __init__(self, default: SandboxConfig) -> None:
+        self.default = default
+        self.pool = SandboxPool(
+            lambda: build_sandbox(default),
+            max_concurrent_starts=default.max_concurrent_starts,
+            start_retries=default.start_retries,
+            backoff_s=default.start_backoff_s,
+            start_timeout_s=default.startup_timeout_s + _START_GRACE_S,
+        )
+
+    def __call__(self, task: TaskSpec) -> AbstractAsyncContextManager[Sandbox]:
+        """`async with sandboxes(task) as sandbox:` a started sandbox, closed after the body."""
+        return self.pool.sandbox(lambda: self.build(task))
+
+    def build(self, task: TaskSpec) -> Sandbox:
+        """A new, not yet started sandbox of `task` (its section and placement)."""
+        config = sandbox_for_task(self.default, task.sandbox, task_id=task.instance_id)
         return build_sandbox(config, **sandbox_overrides(task, config))
 
-    return make
+
+def task_sandbox_factory(default: SandboxConfig) -> TaskSandboxes:
+    """Fresh sandboxes from the run's sandbox section, each task's override applied, started
+    through one pool (`TaskSandboxes`)."""
+    return TaskSandboxes(default)
 
 
 def _scratch(sandbox: Sandbox) -> PurePosixPath:

@@ -91,6 +91,18 @@ def harness_metrics(results: Sequence[RolloutResult]) -> dict[str, float]:
     return metrics
 
 
+def sandbox_step_metrics(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, float]:
+    """The step's sandbox starts, from the run pool's `PoolStats` at its start and its end:
+    attempts, failures, retries and sandboxes given up on (their episodes end with
+    `sandbox_error`) during the step, and the most starts in flight at once so far."""
+    metrics = {
+        f"sandbox/{key}": float(after[key] - before.get(key, 0))
+        for key in ("start_attempts", "start_failures", "retries", "exhausted")
+    }
+    metrics["sandbox/starting_peak"] = float(after["starting_peak"])
+    return metrics
+
+
 def router_step_metrics(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, float]:
     """The step's routing, from the `RouterCounters` at its start and at its end."""
     delta = {key: after[key] - before.get(key, 0) for key in after}

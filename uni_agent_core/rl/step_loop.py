@@ -21,7 +21,12 @@ from typing import Any
 
 from uni_agent_core.config.training import TrainerConfig
 from uni_agent_core.curriculum.task_sampler import TaskSampler
-from uni_agent_core.rl.metrics import episode_metrics, router_step_metrics, zero_variance_groups
+from uni_agent_core.rl.metrics import (
+    episode_metrics,
+    router_step_metrics,
+    sandbox_step_metrics,
+    zero_variance_groups,
+)
 from uni_agent_core.rl.step_records import Checkpointer, StepRecorder
 from uni_agent_core.rl.trainer import EmbeddedTrainer
 from uni_agent_core.rollout.driver import RolloutDriver
@@ -87,6 +92,9 @@ class StepLoop:
         self.trainer = trainer
         self.engine = engine
         self.router = engine if isinstance(engine, Router) else None
+        pool = getattr(getattr(driver, "sandbox_factory", None), "pool", None)
+        self.sandbox_starts = pool.stats if pool is not None else None
+        """The run's sandbox starts (`TaskSandboxes.pool`); their counters feed `sandbox/*`."""
         """The rollout router when there are several replicas (its counters feed `router/*`)."""
         self.sampler = sampler
         self.recorder = recorder
@@ -175,6 +183,7 @@ class StepLoop:
                     break
                 step_started = time.perf_counter()
                 routed = vars(self.router.core.counters).copy() if self.router else {}
+                starts = vars(self.sandbox_starts).copy() if self.sandbox_starts else {}
                 waited = 0.0
                 if asynchronous:
                     self._fill(step, bound)
@@ -233,6 +242,8 @@ class StepLoop:
                     metrics.update(switch.step_metrics())
                 if self.router is not None:
                     metrics.update(router_step_metrics(routed, vars(self.router.core.counters)))
+                if self.sandbox_starts is not None:
+                    metrics.update(sandbox_step_metrics(starts, vars(self.sandbox_starts)))
                 metrics.update(self.sampler.metrics())
                 self.recorder.record(step + 1, self.trainer.version, metrics, results)
                 longest = max(longest, time.perf_counter() - step_started)

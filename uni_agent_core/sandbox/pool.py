@@ -30,6 +30,8 @@ class PoolStats:
 
     start_attempts: int = 0
     """Calls of `Sandbox.start()`."""
+    starting_peak: int = 0
+    """The most `start()` calls in flight at once (never above the cap)."""
     started: int = 0
     """Starts that succeeded."""
     start_failures: int = 0
@@ -87,6 +89,7 @@ class SandboxPool:
         self._spares: list[Sandbox] = []
         self._refill: asyncio.Task[None] | None = None
         self._closed = False
+        self._starting = 0
 
     async def __aenter__(self) -> SandboxPool:
         self._top_up()
@@ -96,19 +99,23 @@ class SandboxPool:
         await self.aclose()
 
     @contextlib.asynccontextmanager
-    async def sandbox(self) -> AsyncIterator[Sandbox]:
+    async def sandbox(self, make: Callable[[], Sandbox] | None = None) -> AsyncIterator[Sandbox]:
         """A started sandbox for the `async with` body, closed when the body ends.
+
+        Args:
+            make: Makes this call's sandbox (a task's own placement) instead of the pool's
+                factory; its starts share the pool's cap, retries and counts, never its spares.
 
         Raises:
             SandboxError: Every start attempt failed (the last error is chained).
         """
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
-        if self._spares:
+        if make is None and self._spares:
             sandbox = self._spares.pop()
             self.stats.warm_hits += 1
         else:
-            sandbox = await self._start_with_retries()
+            sandbox = await self._start_with_retries(make or self._factory)
         self._top_up()
         body_failed = False
         try:
@@ -131,18 +138,23 @@ class SandboxPool:
         for sandbox in spares:
             await self._close(sandbox, quiet=False)
 
-    async def _start_with_retries(self) -> Sandbox:
+    async def _start_with_retries(self, make: Callable[[], Sandbox]) -> Sandbox:
         last_error: SandboxError | None = None
         for attempt in range(self.start_retries + 1):
             if attempt:
                 self.stats.retries += 1
                 await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
-            sandbox = self._factory()
+            sandbox = make()
             try:
                 async with self._start_slots:
                     self.stats.start_attempts += 1
-                    async with asyncio.timeout(self.start_timeout_s):
-                        await sandbox.start()
+                    self._starting += 1
+                    self.stats.starting_peak = max(self.stats.starting_peak, self._starting)
+                    try:
+                        async with asyncio.timeout(self.start_timeout_s):
+                            await sandbox.start()
+                    finally:
+                        self._starting -= 1
             except (SandboxError, TimeoutError) as e:
                 self.stats.start_failures += 1
                 last_error = (
@@ -178,7 +190,7 @@ class SandboxPool:
     async def _fill_spares(self) -> None:
         while not self._closed and len(self._spares) < self.warm:
             try:
-                sandbox = await self._start_with_retries()
+                sandbox = await self._start_with_retries(self._factory)
             except SandboxError:
                 # Counted in `exhausted`; the next `sandbox()` call tries to refill again.
                 logger.warning("could not start a warm sandbox; the pool runs without spares")

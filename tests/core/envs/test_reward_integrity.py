@@ -99,8 +99,7 @@ def _added_lines(patch: str) -> list[str]:
 
 
 async def _attack(task: TaskSpec, sandbox_config: LocalSandboxConfig) -> str:
-    sandbox = task_sandbox_factory(sandbox_config)(task)
-    async with sandbox:
+    async with task_sandbox_factory(sandbox_config)(task) as sandbox:
         await prepare_agent_workspace(sandbox, task)
         outputs = []
         for command in ATTACKS:

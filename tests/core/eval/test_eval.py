@@ -229,7 +229,7 @@ def test_swe_bench_verified_rows_become_container_sandbox_specs(tmp_path) -> Non
     assert task.log_parser == "parse_log_pytest_v2"
     assert "source /opt/miniconda3/bin/activate" in task.test_cmd
     assert task.test_cmd.endswith("astropy/modeling/tests/test_separable.py")
-    docker = task_sandbox_factory(DockerSandboxConfig(memory_mb=8192))(task)
+    docker = task_sandbox_factory(DockerSandboxConfig(memory_mb=8192)).build(task)
     assert docker.image == task.source["image"] and str(docker.workdir) == "/testbed"
-    modal = task_sandbox_factory(ModalSandboxConfig())(task)
+    modal = task_sandbox_factory(ModalSandboxConfig()).build(task)
     assert str(modal.workdir) == "/testbed"

@@ -283,3 +283,33 @@ def test_a_deadline_that_leaves_room_changes_nothing(tmp_path) -> None:
     assert len(trainer.trained) == 3
     assert summary.stopped_at_deadline is None
     assert checkpointer.saved == []
+
+
+def test_each_step_reports_its_share_of_the_runs_sandbox_starts(tmp_path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from uni_agent_core.sandbox.pool import PoolStats
+
+    stats = PoolStats()
+    original = ScriptedDriver.group
+
+    async def group(self, task, size, **kw):
+        stats.start_attempts += size + 1  # one start failed and was retried
+        stats.start_failures += 1
+        stats.retries += 1
+        stats.starting_peak = 3
+        return await original(self, task, size, **kw)
+
+    monkeypatch.setattr(ScriptedDriver, "group", group)
+    monkeypatch.setattr(
+        ScriptedDriver,
+        "sandbox_factory",
+        SimpleNamespace(pool=SimpleNamespace(stats=stats)),
+        raising=False,
+    )
+    task_ids = [f"mixed-{i}" for i in range(10)]
+    _, _, summary, *_ = _run(tmp_path, "sync", 0, task_ids, steps=2)
+    for row in summary.metrics:  # two groups of four per step
+        assert row["sandbox/start_attempts"] == 10 and row["sandbox/retries"] == 2
+        assert row["sandbox/start_failures"] == 2 and row["sandbox/exhausted"] == 0
+        assert row["sandbox/starting_peak"] == 3
