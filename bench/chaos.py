@@ -62,7 +62,9 @@ def checks(report: ChaosReport, expected: int) -> dict[str, bool]:
         == pool["retries"] + pool["exhausted"],
         "starts within the cap": pool["starting_peak"] <= report.max_concurrent_starts,
         "every sandbox closed": pool["closed"] == pool["start_attempts"],
-        "nothing left behind": not report.leftover_sandboxes and not report.leftover_processes,
+        "nothing left behind": not (
+            report.leftover_sandboxes or report.leftover_processes or report.leftover_cgroups
+        ),
     }
 
 
@@ -92,9 +94,10 @@ def main() -> None:
         rows.append((f"pool {key}", *(r.pool[key] for r in reports.values())))
     rows.append(
         (
-            "left behind (sandboxes, processes)",
+            "left behind (dirs, procs, cgroups)",
             *(
-                f"{len(r.leftover_sandboxes)}, {len(r.leftover_processes)}"
+                f"{len(r.leftover_sandboxes)}, {len(r.leftover_processes)}, "
+                f"{len(r.leftover_cgroups)}"
                 for r in reports.values()
             ),
         )

@@ -168,6 +168,8 @@ class ChaosReport:
     """This process's local sandbox directories still on disk after the run."""
     leftover_processes: list[int] = field(default_factory=list)
     """Child processes of this one still alive after the run."""
+    leftover_cgroups: list[str] = field(default_factory=list)
+    """This process's sandbox cgroups still present after the run (where cgroups are used)."""
     hanging_tasks: set[str] = field(default_factory=set)
 
     def outcomes(self) -> Counter[str]:
@@ -188,6 +190,16 @@ def _children() -> list[int]:
         if int(fields[1]) == me and fields[0] != "Z":
             children.append(int(entry.name))
     return children
+
+
+def _own_cgroups() -> list[str]:
+    """This process's sandbox cgroups (`agent-rl-<pid>-*`) under the controller mounts."""
+    from uni_agent_core.sandbox.limits import controller_mounts
+
+    pattern = f"agent-rl-{os.getpid()}-*"
+    return sorted(
+        str(path) for root in controller_mounts().values() for path in root.rglob(pattern)
+    )
 
 
 async def run_chaos(
@@ -307,5 +319,6 @@ async def run_chaos(
             for path in Path(tempfile.gettempdir()).glob(f"{SANDBOX_DIR_PREFIX}{os.getpid()}-*")
         ),
         leftover_processes=_children(),
+        leftover_cgroups=_own_cgroups(),
         hanging_tasks=hanging,
     )

@@ -81,3 +81,4 @@ def test_starts_stay_under_the_cap_and_nothing_outlives_the_run(report) -> None:
     assert report.pool["closed"] == report.pool["start_attempts"]
     assert report.leftover_sandboxes == []
     assert report.leftover_processes == []
+    assert report.leftover_cgroups == []
