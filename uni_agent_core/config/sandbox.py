@@ -74,7 +74,8 @@ class _ResourceCaps(_SandboxLimits):
     """Memory cap in MiB, at most `MAX_SANDBOX_MEMORY_MB` (1 TiB)."""
     network: NetworkMode = "none"
     """What the agent's commands may reach (`NetworkMode`); `none` by default, so agents cannot
-    fetch fixes. `gateway` is the local bubblewrap sandbox's; `host` is an explicit opt-in."""
+    fetch fixes. `gateway` is the local bubblewrap sandbox's and docker's (a local daemon and
+    socat in the image); `host` is an explicit opt-in."""
 
     @field_validator("network", mode="before")
     @classmethod
@@ -82,18 +83,6 @@ class _ResourceCaps(_SandboxLimits):
         if isinstance(value, bool):
             return "host" if value else "none"
         return value
-
-    def _refuse_gateway_only(self, backend: str, instead: str) -> None:
-        if self.network == "gateway":
-            raise_conflicts(
-                [
-                    (
-                        "network",
-                        f"`gateway` (egress to the gateway alone) is the local bubblewrap "
-                        f"sandbox's; {backend} sandboxes offer `none` or `host`. {instead}",
-                    )
-                ]
-            )
 
 
 class LocalSandboxConfig(_ResourceCaps):
@@ -180,9 +169,16 @@ class DockerSandboxConfig(_ResourceCaps):
 
     @model_validator(mode="after")
     def _check_network(self) -> DockerSandboxConfig:
-        self._refuse_gateway_only(
-            "docker", "An internal network holding only the gateway is not built yet."
-        )
+        if self.network == "gateway" and self.docker_host:
+            raise_conflicts(
+                [
+                    (
+                        "network",
+                        "`gateway` bind-mounts a socket of this host into the container, so it "
+                        "needs the local docker daemon; `docker_host` names another",
+                    )
+                ]
+            )
         return self
 
 
@@ -215,9 +211,17 @@ class ModalSandboxConfig(_ResourceCaps):
 
     @model_validator(mode="after")
     def _check_network(self) -> ModalSandboxConfig:
-        self._refuse_gateway_only(
-            "Modal", "Its allow-list (`cidr_allowlist`) cannot name a gateway on this host."
-        )
+        if self.network == "gateway":
+            raise_conflicts(
+                [
+                    (
+                        "network",
+                        "`gateway` (egress to the gateway alone) is not offered for Modal "
+                        "sandboxes: use `none` or `host` (Modal's allow-list cannot name a "
+                        "gateway on this host)",
+                    )
+                ]
+            )
         return self
 
 

@@ -29,7 +29,7 @@ from uni_agent_core.config.harness import (
     HarnessConfig,
     harness_members,
 )
-from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
+from uni_agent_core.config.sandbox import DockerSandboxConfig, LocalSandboxConfig, SandboxConfig
 from uni_agent_core.harness.blackbox import BlackboxHarness
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
 from uni_agent_core.sandbox.gateway_link import find_socat
@@ -152,9 +152,12 @@ def agent_cli_problems(harness: HarnessConfig) -> list[tuple[str, str]]:
 
 def gateway_reach_problems(sandbox: SandboxConfig, harness: HarnessConfig) -> list[tuple[str, str]]:
     """`(recipe key, why)` when the harness's in-sandbox agents could not reach their gateway
-    from a bubblewrap sandbox: `network: none`, or `network: gateway` on a host without socat
-    (`sandbox/gateway_link.py`)."""
-    if not isinstance(sandbox, LocalSandboxConfig) or sandbox.isolation != "bubblewrap":
+    from a bubblewrap sandbox or a container: `network: none`, or a bubblewrap sandbox's
+    `network: gateway` on a host without socat (`sandbox/gateway_link.py`)."""
+    local = isinstance(sandbox, LocalSandboxConfig)
+    if local and sandbox.isolation != "bubblewrap":
+        return []
+    if not local and not isinstance(sandbox, DockerSandboxConfig):
         return []
     inside = [
         name
@@ -172,7 +175,7 @@ def gateway_reach_problems(sandbox: SandboxConfig, harness: HarnessConfig) -> li
                 "must reach the gateway: use `gateway` (the gateway alone)",
             )
         ]
-    if sandbox.network == "gateway":
+    if local and sandbox.network == "gateway":
         try:
             find_socat()
         except SandboxError as error:

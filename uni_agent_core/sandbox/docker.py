@@ -1,13 +1,19 @@
 """`DockerSandbox`: one container per rollout, driven through the `docker` CLI.
 
-The container is started detached with its caps (`--network none` unless allowed, `--memory`
-with swap off, `--pids-limit`, `--cpus`) and `sleep <wall_clock_s>` as its only process, so it
-stops by itself at the deadline even if this process dies (`--rm` then removes it). A host timer
-removes it at the same deadline; `close()` removes it on every path with `docker rm -f`.
+The container is started detached with its caps (`--network none` unless `network: host`,
+`--memory` with swap off, `--pids-limit`, `--cpus`) and `sleep <wall_clock_s>` as its only
+process, so it stops by itself at the deadline even if this process dies (`--rm` then removes
+it). A host timer removes it at the same deadline; `close()` removes it on every path with
+`docker rm -f`.
 
 Commands do not rely on the CLI for their timeout (killing a `docker exec` client leaves its
 process running in the container): they run under the in-sandbox wrapper of `timed_shell`.
 The CLI is reached through a `CommandRunner` (`docker_cli`), so tests inject a fake.
+
+`network: gateway` (a local daemon only): the container has no network, and the host end of a
+`GatewayLink` (a Unix socket in a host directory, piped to the gateway) is bind-mounted at
+`/run/agent-rl/gateway.sock`; `connect_gateway(url)` starts the image's own `socat` listening on
+`127.0.0.1:<the gateway's port>` in the container, where it stays until the container ends.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import logging
 import math
 import posixpath
 import shlex
+import shutil
 import tempfile
 import time
 import uuid
@@ -27,6 +34,7 @@ from typing import Any
 from uni_agent_core.config.sandbox import DockerSandboxConfig
 from uni_agent_core.sandbox.base import ExecResult, SandboxError
 from uni_agent_core.sandbox.docker_cli import CliResult, CommandRunner, run_cli
+from uni_agent_core.sandbox.gateway_link import SANDBOX_SOCKET, GatewayLink, loopback_address
 from uni_agent_core.sandbox.lifecycle import SandboxLifecycle, probe_workdir, settings_for
 from uni_agent_core.sandbox.timed_shell import (
     CONTROL_TIMEOUT_S,
@@ -110,13 +118,21 @@ class DockerSandbox(SandboxLifecycle):
             workdir=workdir, env=env, max_output_bytes=max_output_bytes, diff_base=diff_base
         )
         self._launched = False
+        self.gateway_link: GatewayLink | None = None
+        """The host end of the container's way to its gateway (`network: gateway`)."""
+        self._link_dir: Path | None = None
         self.label = f"container {self.name}"
         self.torn_down = "removed"
 
     def run_argv(self) -> list[str]:
         """The `docker run` command that creates the container."""
+        link = (
+            ["-v", f"{self.gateway_link.socket_path}:{SANDBOX_SOCKET}"]
+            if self.gateway_link is not None
+            else []
+        )
         caps = [
-            *([] if self.config.network == "host" else ["--network", "none"]),
+            *([] if self.config.network == "host" else ["--network", "none", *link]),
             "--memory",
             f"{self.config.memory_mb}m",
             "--memory-swap",
@@ -147,6 +163,10 @@ class DockerSandbox(SandboxLifecycle):
 
     async def _start(self) -> None:
         self._arm_deadline()
+        if self.config.network == "gateway":
+            self._link_dir = Path(tempfile.mkdtemp(prefix="agent-rl-gateway-"))
+            self.gateway_link = GatewayLink(self._link_dir / "gateway.sock", socat="socat")
+            await self.gateway_link.start()
         self._launched = True
         created = await self._run(self.run_argv(), timeout_s=self.startup_timeout_s)
         if created.returncode != 0 or created.timed_out:
@@ -166,6 +186,45 @@ class DockerSandbox(SandboxLifecycle):
         if isinstance(error, OSError):
             return SandboxError(f"cannot run the docker CLI ({self._docker[0]}): {error}")
         return None
+
+    async def connect_gateway(self, url: str) -> None:
+        """Let the container reach the gateway at `url` and nothing else (`network: gateway`):
+        starts the image's `socat` on the gateway's loopback port in the container; idempotent
+        for one gateway. With `network: host` nothing changes.
+
+        Raises:
+            ValueError: `network: none`, or `url` is not on this host's IPv4 loopback.
+            SandboxError: the image has no `socat`, or its listener did not come up.
+        """
+        self._check_usable()
+        if self.config.network == "host":
+            return
+        if self.gateway_link is None:
+            raise ValueError(
+                "this sandbox has `network: none`, so its agent cannot reach the gateway: set "
+                "`sandbox.network: gateway`"
+            )
+        host, port = loopback_address(url)
+        connected = self.gateway_link.port is not None
+        self.gateway_link.connect(host, port)
+        if connected:
+            return
+        found = await self.exec("command -v socat >/dev/null 2>&1", timeout=30)
+        if not found.ok:
+            raise SandboxError(
+                f"the image {self.config.image} has no socat; `sandbox.network: gateway` runs "
+                "it in the container (install it in the image, or use `network: host`)"
+            )
+        # Detached (`exec -d`), outside the per-command wrapper that kills what a command
+        # leaves behind: the listener lives as long as the container.
+        listener = [*self._docker, "exec", "-d", self.name, *self.gateway_link.listener_argv()]
+        launched = await self._control(listener)
+        up = await self.exec(self.gateway_link.wait_listening() + "exit $__agent_rl_rc")
+        if launched.returncode != 0 or not up.ok:
+            raise SandboxError(
+                f"the gateway listener did not come up in {self.name}: "
+                f"{_text(launched.stderr) or up.stderr.strip() or 'not listening after 2 s'}"
+            )
 
     async def exec(
         self,
@@ -297,7 +356,11 @@ class DockerSandbox(SandboxLifecycle):
         return self._launched
 
     async def _teardown(self) -> None:
-        """`docker rm -f` the container (a container already gone is fine)."""
+        """`docker rm -f` the container (a container already gone is fine), and end the
+        gateway link."""
+        if self.gateway_link is not None:
+            await self.gateway_link.close()
+            shutil.rmtree(self._link_dir, ignore_errors=True)
         argv = [*self._docker, "rm", "-f", self.name]
         try:
             done = await self._run(argv, timeout_s=_REMOVE_TIMEOUT_S)

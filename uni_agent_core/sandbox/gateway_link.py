@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import shlex
 import shutil
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
@@ -78,18 +79,18 @@ def loopback_address(url: str) -> tuple[str, int]:
 class GatewayLink:
     """The host's end of one sandbox's link to its gateway (see the module docstring)."""
 
-    def __init__(self, socket_path: Path, host: str, port: int, *, socat: str) -> None:
+    def __init__(self, socket_path: Path, *, socat: str) -> None:
         """Args:
         socket_path: the host-side Unix socket (in the sandbox's host directory).
-        host: the gateway's loopback address.
-        port: the gateway's port (the in-sandbox listener takes the same one).
-        socat: the `socat` binary (`find_socat`); it must lie under a directory bound into
-            the sandbox.
+        socat: the `socat` the sandbox runs (`find_socat`'s, under a directory bound into a
+            bubblewrap sandbox; the image's own in a container).
         """
         self.socket_path = socket_path
-        self.host = host
-        self.port = port
         self.socat = socat
+        self.host: str | None = None
+        """The gateway's loopback address, once `connect` named it."""
+        self.port: int | None = None
+        """The gateway's port (the in-sandbox listener takes the same one)."""
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
 
@@ -98,22 +99,42 @@ class GatewayLink:
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path))
         os.chmod(self.socket_path, 0o666)
 
+    def connect(self, host: str, port: int) -> None:
+        """Name the gateway the socket leads to (connections before this are closed).
+
+        Raises:
+            ValueError: the link leads to another gateway already.
+        """
+        if self.port is not None and (self.host, self.port) != (host, port):
+            raise ValueError(
+                f"this sandbox is linked to the gateway at {self.host}:{self.port} already, "
+                f"not {host}:{port}"
+            )
+        self.host, self.port = host, port
+
     def bwrap_options(self) -> list[str]:
         """bwrap's options that put the host-side socket in the sandbox."""
         return ["--ro-bind", str(self.socket_path), str(SANDBOX_SOCKET)]
 
-    def command_prelude(self) -> str:
-        """Bash that starts the in-sandbox listener (detached, so the command's own `wait` does
-        not wait for it; it dies with the command's namespace) and waits until it listens."""
+    def listener_argv(self) -> list[str]:
+        """The in-sandbox listener: `socat` on the gateway's loopback port, piping each
+        connection to the socket."""
+        if self.host is None or self.port is None:
+            raise RuntimeError("the gateway link is not connected to a gateway")
         # nodelay: without it, the small writes of a streamed reply wait out the client's
         # delayed ACK (measured: +43 ms per streamed call on a kept-alive connection)
-        listen = (
-            f"TCP-LISTEN:{self.port},bind={self.host},reuseaddr,fork,nodelay "
-            f"UNIX-CONNECT:{SANDBOX_SOCKET}"
-        )
+        return [
+            self.socat,
+            f"TCP-LISTEN:{self.port},bind={self.host},reuseaddr,fork,nodelay",
+            f"UNIX-CONNECT:{SANDBOX_SOCKET}",
+        ]
+
+    def wait_listening(self) -> str:
+        """Bash that waits (2 s at most) until the in-sandbox listener is up; it fails after
+        that."""
+        assert self.host is not None and self.port is not None
         address = f"{_proc_net_hex(self.host)}:{self.port:04X}"
         return (
-            f"( exec {self.socat} {listen} </dev/null >/dev/null 2>&1 & )\n"
             f"for ((__agent_rl_i = 0; __agent_rl_i < {_LISTEN_WAIT_TRIES}; __agent_rl_i++)); do\n"
             "  __agent_rl_up=0\n"
             "  while read -r _ __agent_rl_local _ __agent_rl_state _; do\n"
@@ -123,7 +144,18 @@ class GatewayLink:
             "  (( __agent_rl_up )) && break\n"
             "  sleep 0.005\n"
             "done\n"
+            "(( __agent_rl_up )); __agent_rl_rc=$?\n"
             "unset __agent_rl_i __agent_rl_up __agent_rl_local __agent_rl_state\n"
+        )
+
+    def command_prelude(self) -> str:
+        """Bash that starts the in-sandbox listener (detached, so the command's own `wait` does
+        not wait for it; it dies with the command's namespace) and waits until it listens."""
+        listener = " ".join(shlex.quote(arg) for arg in self.listener_argv())
+        return (
+            f"( exec {listener} </dev/null >/dev/null 2>&1 & )\n"
+            + self.wait_listening()
+            + "unset __agent_rl_rc\n"
         )
 
     async def close(self) -> None:
@@ -143,6 +175,8 @@ class GatewayLink:
         assert task is not None
         self._pipes.add(task)
         try:
+            if self.host is None or self.port is None:
+                return  # no gateway named yet: the agent sees its connection closed
             try:
                 up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
             except OSError:

@@ -233,13 +233,10 @@ class LocalSandbox(SandboxLifecycle):
             )
         host, port = loopback_address(url)
         if self.gateway_link is not None:
-            if (self.gateway_link.host, self.gateway_link.port) != (host, port):
-                raise ValueError(
-                    f"this sandbox is linked to the gateway at {self.gateway_link.host}:"
-                    f"{self.gateway_link.port} already, not {host}:{port}"
-                )
+            self.gateway_link.connect(host, port)  # the same gateway, or ValueError
             return
-        link = GatewayLink(root / "gateway.sock", host, port, socat=find_socat())
+        link = GatewayLink(root / "gateway.sock", socat=find_socat())
+        link.connect(host, port)
         await link.start()
         self.gateway_link = link
         self._sandbox_options = sandbox_options(

@@ -11,14 +11,19 @@ from uni_agent_core.config.harness import (
     ClaudeCodeHarnessConfig,
     ReactHarnessConfig,
 )
-from uni_agent_core.config.sandbox import LocalSandboxConfig
+from uni_agent_core.config.sandbox import DockerSandboxConfig, LocalSandboxConfig
 from uni_agent_core.harness.agent_clis import gateway_reach_problems
 
 CLAUDE = ClaudeCodeHarnessConfig(version=CLAUDE_CODE_VERSION)
 
 
-def test_an_in_sandbox_cli_without_network_is_refused() -> None:
-    (problem,) = gateway_reach_problems(LocalSandboxConfig(network="none"), CLAUDE)
+@pytest.mark.parametrize(
+    "sandbox",
+    [LocalSandboxConfig(network="none"), DockerSandboxConfig(network="none")],
+    ids=["bubblewrap", "docker"],
+)
+def test_an_in_sandbox_cli_without_network_is_refused(sandbox) -> None:
+    (problem,) = gateway_reach_problems(sandbox, CLAUDE)
     assert problem[0] == "sandbox.network" and "use `gateway`" in problem[1]
 
 
@@ -36,8 +41,9 @@ def test_gateway_only_without_socat_is_refused_with_how_to_install_it(monkeypatc
         (LocalSandboxConfig(network="host"), CLAUDE),
         (LocalSandboxConfig(isolation="none", network="none"), CLAUDE),  # shares the host's
         (LocalSandboxConfig(network="none"), CLAUDE.model_copy(update={"where": "host"})),
+        (DockerSandboxConfig(network="gateway"), CLAUDE),  # the image's socat, at connect
     ],
-    ids=["react", "host-network", "unisolated", "cli-on-the-host"],
+    ids=["react", "host-network", "unisolated", "cli-on-the-host", "docker-gateway"],
 )
 def test_setups_that_reach_the_gateway_pass(sandbox, harness) -> None:
     assert gateway_reach_problems(sandbox, harness) == []

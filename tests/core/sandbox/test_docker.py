@@ -458,3 +458,68 @@ def test_missing_docker_cli_is_a_clear_start_error() -> None:
             await sb.start()
 
     asyncio.run(main())
+
+
+async def _gateway() -> asyncio.Server:
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.0 200 OK\r\n\r\ngateway")
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(reply, "127.0.0.1", 0)
+
+
+def test_gateway_only_mounts_the_link_and_starts_the_images_socat() -> None:
+    fake = FakeDocker()
+    sb = make(fake, network="gateway")
+
+    async def main() -> Path:
+        gateway = await _gateway()
+        port = gateway.sockets[0].getsockname()[1]
+        try:
+            async with sb:
+                run = fake.calls[0].argv
+                assert run[run.index("--network") + 1] == "none"
+                host_socket, inside = run[run.index("-v") + 1].split(":")
+                assert inside == "/run/agent-rl/gateway.sock" and Path(host_socket).is_socket()
+                await sb.connect_gateway(f"http://127.0.0.1:{port}/v1")
+                (listener,) = [c.argv for c in fake.calls if c.argv[1:3] == ["exec", "-d"]]
+                assert listener[3:] == [
+                    sb.name,
+                    "socat",
+                    f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay",
+                    "UNIX-CONNECT:/run/agent-rl/gateway.sock",
+                ]
+                execs = len(fake.calls)
+                await sb.connect_gateway(f"http://127.0.0.1:{port}/v1")  # linked already
+                assert len(fake.calls) == execs
+                # the host end of the link leads to the gateway
+                reader, writer = await asyncio.open_unix_connection(host_socket)
+                writer.write(b"GET / HTTP/1.0\r\n\r\n")
+                assert (await reader.read()).endswith(b"gateway")
+                writer.close()
+            return Path(host_socket)
+        finally:
+            gateway.close()
+
+    assert not asyncio.run(main()).exists()  # the link ends with the container
+
+
+def test_gateway_only_needs_socat_in_the_image() -> None:
+    async def no_socat(argv: list[str]) -> CliResult:
+        return CliResult(3 if "command -v socat" in " ".join(argv) else 0, b"", b"")
+
+    sb = make(FakeDocker(exec=no_socat), network="gateway")
+
+    async def main() -> None:
+        async with sb:
+            await sb.connect_gateway("http://127.0.0.1:8000/v1")
+
+    with pytest.raises(SandboxError, match="has no socat"):
+        asyncio.run(main())
+
+
+def test_gateway_only_needs_the_local_daemon() -> None:
+    with pytest.raises(ValueError, match="local docker daemon"):
+        DockerSandboxConfig(network="gateway", docker_host="tcp://10.0.0.5:2375")
