@@ -1,4 +1,4 @@
-"""A chaos run at scale against a fault-free run of the same size (`sim/chaos.py`).
+"""A chaos run at scale against a fault-free run of the same size (`rl/chaos.py`).
 
     python bench/chaos.py [--steps 4] [--batch 8] [--group 8] [--cap 16]
 
@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from uni_agent_core.sim.chaos import ChaosReport, Faults, run_chaos
+from uni_agent_core.rl.chaos import ChaosReport, Faults, run_chaos
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAOS = Faults(

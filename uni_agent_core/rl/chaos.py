@@ -14,7 +14,7 @@ Faults are drawn per call from `Faults`, with a seeded generator:
 `run_chaos` trains `steps` steps in two calls of the step loop (the second resumes from the
 first one's checkpoint record) and returns a `ChaosReport`: every episode's outcome, the faults
 that fired, the pool's counts, what each step's metrics said, and what outlived the run. Used by
-`tests/core/sim/test_chaos.py` (small) and `bench/chaos.py` (>= 256 episodes).
+`tests/core/rl/test_chaos.py` (small) and `bench/chaos.py` (>= 256 episodes).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A chaos run at small scale (`sim/chaos.py`): sandbox starts that fail or are slow,
+"""A chaos run at small scale (`rl/chaos.py`): sandbox starts that fail or are slow,
 sandboxes that die mid-episode, engine errors and hanging hidden tests, all in one run of two
 steps that stops and resumes. Every episode ends in exactly one recorded outcome, every fault
 is accounted for, each step's metrics add up, concurrent starts stay under the cap, and nothing
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from uni_agent_core.sim.chaos import Faults, run_chaos
+from uni_agent_core.rl.chaos import Faults, run_chaos
 from uni_agent_core.types import ExitReason
 
 ROOT = Path(__file__).resolve().parents[3]
