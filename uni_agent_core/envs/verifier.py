@@ -16,6 +16,7 @@ validator runs them in a different order on one sandbox.
 
 from __future__ import annotations
 
+import json
 import shlex
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -86,7 +87,9 @@ class TaskSandboxes:
     """Each task's fresh sandbox, from the run's sandbox section with the task's override
     applied, started through one `SandboxPool` shared by every sandbox of the run (the
     agent's and the verifier's): at most `max_concurrent_starts` starts at once, a failed start
-    retried `start_retries` times with backoff, every failure counted in `pool.stats`."""
+    retried `start_retries` times with backoff, every failure counted in `pool.stats`. With a
+    `warm_pool_size` (docker, modal), that many spares are kept started for the placement asked
+    for last (a task's group and its verifiers share one); `aclose()` closes them."""
 
     def __init__(self, default: SandboxConfig) -> None:
         self.default = default
@@ -95,17 +98,35 @@ class TaskSandboxes:
             max_concurrent_starts=default.max_concurrent_starts,
             start_retries=default.start_retries,
             backoff_s=default.start_backoff_s,
+            warm=getattr(default, "warm_pool_size", 0),
             start_timeout_s=default.startup_timeout_s + _START_GRACE_S,
         )
 
     def __call__(self, task: TaskSpec) -> AbstractAsyncContextManager[Sandbox]:
         """`async with sandboxes(task) as sandbox:` a started sandbox, closed after the body."""
-        return self.pool.sandbox(lambda: self.build(task))
+        config, placement = self._placement(task)
+        key = (config.model_dump_json(), json.dumps(placement, sort_keys=True, default=str))
+        return self.pool.sandbox(lambda: self.build(task), key=key)
 
     def build(self, task: TaskSpec) -> Sandbox:
         """A new, not yet started sandbox of `task` (its section and placement)."""
+        config, placement = self._placement(task)
+        return build_sandbox(config, **placement)
+
+    async def aclose(self) -> None:
+        """Close the warm spares (idempotent); no sandbox starts after it."""
+        await self.pool.aclose()
+
+    def _placement(self, task: TaskSpec) -> tuple[SandboxConfig, dict[str, Any]]:
         config = sandbox_for_task(self.default, task.sandbox, task_id=task.instance_id)
-        return build_sandbox(config, **sandbox_overrides(task, config))
+        return config, sandbox_overrides(task, config)
+
+
+async def close_sandboxes(factory: SandboxFactory) -> None:
+    """Close what a sandbox factory keeps (a `TaskSandboxes`' warm spares); others keep none."""
+    aclose = getattr(factory, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def task_sandbox_factory(default: SandboxConfig) -> TaskSandboxes:

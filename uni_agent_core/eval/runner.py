@@ -29,7 +29,7 @@ from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.envs.parallel import map_bounded
-from uni_agent_core.envs.verifier import Verifier
+from uni_agent_core.envs.verifier import Verifier, close_sandboxes
 from uni_agent_core.eval.metrics import EvalSummary, SampleRow, summarize
 from uni_agent_core.eval.report import write_report
 from uni_agent_core.progress import ProgressLines
@@ -193,13 +193,17 @@ class Evaluation:
                 )
 
             if self.oracle:
-                verifier = Verifier(build_sandbox_factory(self.recipe), self.recipe.reward)
-                await map_bounded(
-                    todo,
-                    lambda job: self._oracle(verifier, *job, levels),
-                    concurrency=self.concurrency,
-                    on_result=record,
-                )
+                sandboxes = build_sandbox_factory(self.recipe)
+                verifier = Verifier(sandboxes, self.recipe.reward)
+                try:
+                    await map_bounded(
+                        todo,
+                        lambda job: self._oracle(verifier, *job, levels),
+                        concurrency=self.concurrency,
+                        on_result=record,
+                    )
+                finally:
+                    await close_sandboxes(sandboxes)
             else:
                 weights = self.checkpoint.path / "model" if self.checkpoint else None
                 async with rollout_stack(

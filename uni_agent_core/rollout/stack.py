@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.envs.verifier import close_sandboxes
 from uni_agent_core.rollout.build import build_engine, build_session_manager
 from uni_agent_core.rollout.driver import RolloutDriver
 
@@ -67,4 +68,7 @@ async def rollout_stack(
         driver = driver_class.for_recipe(
             recipe, manager=manager, gateway_url=url, max_concurrency=max_concurrency
         )
-        yield RolloutStack(manager, driver, url)
+        try:
+            yield RolloutStack(manager, driver, url)
+        finally:
+            await close_sandboxes(driver.sandbox_factory)

@@ -6,7 +6,11 @@ every caught failure is counted in `stats`. At most `max_concurrent_starts` star
 (a docker daemon or a cloud API must not be flooded); backoff waits do not hold a slot.
 
 `warm` sandboxes are started ahead of need and handed out first. A warm sandbox's wall-clock
-deadline runs from its start, so keep `warm` small relative to the deadline.
+deadline runs from its start, so keep `warm` small relative to the deadline. Spares are kept
+per key: a caller that makes its own sandboxes (`sandbox(make, key=)`: a task's placement)
+gets spares made the same way for the key it asked for last, and spares of keys asked for
+longer ago are closed once the pool holds more than `warm` (a GRPO group's sandboxes and its
+verifiers' share one key, so they find spares).
 
 Every sandbox the pool starts is closed on every path, cancellation included.
 """
@@ -16,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
 
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
@@ -42,6 +47,8 @@ class PoolStats:
     """Sandboxes given up on after `start_retries` retries (the caller got `SandboxError`)."""
     warm_hits: int = 0
     """Sandboxes handed out from the warm spares."""
+    spares_evicted: int = 0
+    """Spares closed unused because a newer key needed their place."""
     closed: int = 0
     """Sandboxes closed."""
     close_failures: int = 0
@@ -86,37 +93,50 @@ class SandboxPool:
         self.warm = warm
         self.start_timeout_s = start_timeout_s
         self.stats = PoolStats()
-        self._spares: list[Sandbox] = []
+        self._spares: OrderedDict[Hashable, list[Sandbox]] = OrderedDict()
+        """Started spares by key, the key asked for longest ago first (`None`: `factory`'s)."""
+        self._makers: dict[Hashable, Callable[[], Sandbox]] = {}
+        self._wanted: Hashable = None
+        """The key refills serve: the one asked for last."""
         self._refill: asyncio.Task[None] | None = None
         self._closed = False
         self._starting = 0
 
     async def __aenter__(self) -> SandboxPool:
-        self._top_up()
+        self._want(None, self._factory)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     @contextlib.asynccontextmanager
-    async def sandbox(self, make: Callable[[], Sandbox] | None = None) -> AsyncIterator[Sandbox]:
+    async def sandbox(
+        self, make: Callable[[], Sandbox] | None = None, *, key: Hashable = None
+    ) -> AsyncIterator[Sandbox]:
         """A started sandbox for the `async with` body, closed when the body ends.
 
         Args:
             make: Makes this call's sandbox (a task's own placement) instead of the pool's
-                factory; its starts share the pool's cap, retries and counts, never its spares.
+                factory; its starts share the pool's cap, retries and counts.
+            key: What `make` makes, for its spares (sandboxes of one key are interchangeable);
+                None with `make` keeps no spares for it.
 
         Raises:
             SandboxError: Every start attempt failed (the last error is chained).
         """
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
-        if make is None and self._spares:
-            sandbox = self._spares.pop()
+        if make is None:
+            make, key = self._factory, None
+        elif key is None:
+            key = object()  # no spares: a key nobody asks for again
+        spares = self._spares.get(key)
+        if spares:
+            sandbox = spares.pop()
             self.stats.warm_hits += 1
         else:
-            sandbox = await self._start_with_retries(make or self._factory)
-        self._top_up()
+            sandbox = await self._start_with_retries(make)
+        self._want(key, make)
         body_failed = False
         try:
             yield sandbox
@@ -134,8 +154,8 @@ class SandboxPool:
             # `wait` does not re-raise the refill's cancellation, only this task's own.
             await asyncio.wait([self._refill])
             self._refill = None
-        spares, self._spares = self._spares, []
-        for sandbox in spares:
+        spares, self._spares = self._spares, OrderedDict()
+        for sandbox in [sandbox for kept in spares.values() for sandbox in kept]:
             await self._close(sandbox, quiet=False)
 
     async def _start_with_retries(self, make: Callable[[], Sandbox]) -> Sandbox:
@@ -180,17 +200,25 @@ class SandboxPool:
             f"sandbox failed to start {self.start_retries + 1} times; last error: {last_error}"
         ) from last_error
 
-    def _top_up(self) -> None:
-        """Starts the background refill of warm spares unless it is running or not wanted."""
+    def _want(self, key: Hashable, make: Callable[[], Sandbox]) -> None:
+        """Make `key` the one spares are kept for, and start the background refill unless it
+        is running or no spares are wanted."""
         if self.warm == 0 or self._closed:
             return
+        self._makers[key] = make
+        self._spares.setdefault(key, [])
+        self._spares.move_to_end(key)
+        self._wanted = key
         if self._refill is None or self._refill.done():
             self._refill = asyncio.get_running_loop().create_task(self._fill_spares())
 
     async def _fill_spares(self) -> None:
-        while not self._closed and len(self._spares) < self.warm:
+        while not self._closed:
+            key = self._wanted
+            if len(self._spares.get(key, [])) >= self.warm:
+                return
             try:
-                sandbox = await self._start_with_retries(self._factory)
+                sandbox = await self._start_with_retries(self._makers[key])
             except SandboxError:
                 # Counted in `exhausted`; the next `sandbox()` call tries to refill again.
                 logger.warning("could not start a warm sandbox; the pool runs without spares")
@@ -198,7 +226,19 @@ class SandboxPool:
             if self._closed:
                 await self._close(sandbox, quiet=False)
                 return
-            self._spares.append(sandbox)
+            self._spares.setdefault(key, []).append(sandbox)
+            await self._evict()
+
+    async def _evict(self) -> None:
+        """Close spares of the keys asked for longest ago while the pool holds more than
+        `warm`; forget keys left without spares."""
+        while sum(len(kept) for kept in self._spares.values()) > self.warm:
+            oldest = next(k for k, kept in self._spares.items() if kept)
+            await self._close(self._spares[oldest].pop(0), quiet=True)
+            self.stats.spares_evicted += 1
+        for key in [k for k, kept in self._spares.items() if not kept and k != self._wanted]:
+            del self._spares[key]
+            self._makers.pop(key, None)
 
     async def _close(self, sandbox: Sandbox, *, quiet: bool) -> None:
         """Closes `sandbox`, finishing the close even if the caller is cancelled meanwhile.

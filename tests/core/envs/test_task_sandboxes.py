@@ -49,7 +49,9 @@ class Starts:
 def starts(monkeypatch) -> Starts:
     fake = Starts(failures=3)
     monkeypatch.setattr(verifier, "build_sandbox", fake.build)
-    monkeypatch.setattr(verifier, "sandbox_overrides", lambda task, config: {})
+    monkeypatch.setattr(
+        verifier, "sandbox_overrides", lambda task, config: {"workdir": task.instance_id}
+    )
     return fake
 
 
@@ -99,3 +101,29 @@ def test_the_step_metrics_are_the_steps_share_of_the_counts() -> None:
         "sandbox/exhausted": 1.0,
         "sandbox/starting_peak": 4.0,
     }
+
+
+def test_warm_spares_serve_the_placement_asked_for_last(starts) -> None:
+    """A group's episodes and its verifiers share a placement: with `warm_pool_size`, spares
+    started for it after the first request serve the later ones; asking for another task's
+    placement replaces them (the pool never holds more than `warm_pool_size`)."""
+    from uni_agent_core.config.sandbox import DockerSandboxConfig
+
+    starts.failures = 0
+    sandboxes = task_sandbox_factory(DockerSandboxConfig(warm_pool_size=2, image="img"))
+
+    async def run() -> None:
+        for task in (_task(0), _task(0), _task(0)):
+            async with sandboxes(task):
+                await asyncio.sleep(0.05)  # the refill runs meanwhile
+        async with sandboxes(_task(1)):
+            await asyncio.sleep(0.05)
+        async with sandboxes(_task(1)):
+            pass
+        await sandboxes.aclose()
+
+    asyncio.run(run())
+    stats = sandboxes.pool.stats
+    assert stats.warm_hits == 3  # the second and third of task 0, the second of task 1
+    assert stats.spares_evicted >= 1  # task 0's spares made room for task 1's
+    assert stats.closed == stats.start_attempts  # spares left at the end were closed too
