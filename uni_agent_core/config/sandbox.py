@@ -164,8 +164,8 @@ class DockerSandboxConfig(_ResourceCaps):
     docker_host: str | None = None
     """Docker daemon address (`DOCKER_HOST`); None uses the local daemon."""
     warm_pool_size: int = Field(default=0, ge=0)
-    """Containers per image started ahead of need; 0 starts each on demand. Not used yet: a
-    run's sandboxes are each its task's own (`TaskSandboxes` starts them on demand)."""
+    """Containers kept started ahead of need for the placement (image, task) asked for last;
+    0 starts each on demand (`TaskSandboxes`)."""
 
     @model_validator(mode="after")
     def _check_network(self) -> DockerSandboxConfig:
@@ -198,8 +198,8 @@ class ModalSandboxConfig(_ResourceCaps):
     max_concurrent_starts: int = Field(default=32, ge=1)
     """Cap on sandboxes being created at once (Modal rate-limits creation)."""
     warm_pool_size: int = Field(default=0, ge=0)
-    """Sandboxes per image created ahead of need; 0 creates each on demand. Not used yet: a
-    run's sandboxes are each its task's own (`TaskSandboxes` starts them on demand)."""
+    """Sandboxes kept created ahead of need for the placement (image, task) asked for last;
+    0 creates each on demand (`TaskSandboxes`)."""
 
     @model_validator(mode="after")
     def _check_modal_lifetime(self) -> ModalSandboxConfig:
