@@ -126,17 +126,17 @@ class SandboxPool:
         """
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
+        keeps_spares = make is None or key is not None
         if make is None:
             make, key = self._factory, None
-        elif key is None:
-            key = object()  # no spares: a key nobody asks for again
-        spares = self._spares.get(key)
+        spares = self._spares.get(key) if keeps_spares else None
         if spares:
             sandbox = spares.pop()
             self.stats.warm_hits += 1
         else:
             sandbox = await self._start_with_retries(make)
-        self._want(key, make)
+        if keeps_spares:
+            self._want(key, make)
         body_failed = False
         try:
             yield sandbox

@@ -239,6 +239,26 @@ def test_warm_spares_are_handed_out_and_closed_with_the_pool() -> None:
     assert fleet.all_closed() and pool.stats.closed == 3
 
 
+def test_a_callers_own_sandbox_without_a_key_gets_no_spares() -> None:
+    fleet, own = Fleet(), Fleet()
+    pool = SandboxPool(fleet, max_concurrent_starts=2, start_retries=0, backoff_s=0.0, warm=2)
+
+    async def main() -> None:
+        async with pool:
+            await asyncio.sleep(0.05)  # the pool's own spares are up
+            async with pool.sandbox(own) as sb:
+                assert sb is own.made[0]
+            await asyncio.sleep(0.05)
+            async with pool.sandbox(own, key="task-a"):
+                pass
+            await asyncio.sleep(0.05)  # spares of "task-a" now, made the caller's way
+
+    asyncio.run(main())
+    assert pool.stats.warm_hits == 0
+    assert len(own.made) == 2 + 2  # one per request, then task-a's two spares; none for no key
+    assert fleet.all_closed() and own.all_closed()
+
+
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_pool_of_local_sandboxes(tmp_path: Path) -> None:
     pool = SandboxPool(
