@@ -45,6 +45,7 @@ from uni_agent_core.inference.types import (
     TokenOutput,
 )
 from uni_agent_core.inference.weights import load_weights
+from uni_agent_core.models.attention import use_grouped_query_attention
 from uni_agent_core.models.lm_head import float32_logits
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class HFEngine:
     ) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
-        self.model = model.eval()
+        self.model = use_grouped_query_attention(model.eval())
         self._decoder = model.base_model
         self._head = model.get_output_embeddings()
         self._head_weight32: torch.Tensor | None = None
@@ -333,7 +334,7 @@ class HFEngine:
         with torch.inference_mode():
             finished: list[GenerationSequence] = []
             if any(s.cancelled for s in self._running):
-                self._keep([i for i, s in enumerate(self._running) if not s.cancelled])
+                self._remove([i for i, s in enumerate(self._running) if s.cancelled])
             new_rows: list[KV] = []
             for seq in admitted:
                 if seq.cancelled:
@@ -399,22 +400,22 @@ class HFEngine:
             [s.sampling for s in rows],
             [s.generator for s in rows],
         )
-        finished, keep = [], []
+        finished, done = [], []
         for i, seq in enumerate(rows):
             self._append(seq, [tokens[i]], [logprobs[i]])
             if self._is_done(seq):
                 finished.append(seq)
+                done.append(i)
                 if self.prefix_cache is not None:
                     self.prefix_cache.insert(seq.all_ids[:-1], self._batch.row(i))
-            else:
-                keep.append(i)
-        if finished:
-            self._keep(keep)
+        if done:
+            self._remove(done)
         return finished
 
-    def _keep(self, indices: list[int]) -> None:
-        self._running = [self._running[i] for i in indices]
-        self._batch.keep(indices)
+    def _remove(self, indices: list[int]) -> None:
+        """Drop the running rows at `indices` (the batch may reorder the others)."""
+        order = self._batch.remove(indices)
+        self._running = [self._running[i] for i in order]
 
     def _append(self, seq: GenerationSequence, tokens: list[int], logprobs: list[float]) -> None:
         seq.output_ids.extend(tokens)

@@ -145,15 +145,19 @@ def load_policy(
         chat_template: a Jinja template file replacing the tokenizer's own template.
 
     Returns:
-        `(model, tokenizer)`; the model is in eval mode on `device`.
+        `(model, tokenizer)`; the model is in eval mode on `device`, its `sdpa` attention
+        replaced by the copy-free grouped-query one (`models/attention.py`).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from uni_agent_core.models.attention import use_grouped_query_attention
 
     path = prepare_policy(name)
     torch_dtype = getattr(torch, dtype)
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device).eval()
+    use_grouped_query_attention(model)
     if chat_template is not None:
         tokenizer.chat_template = Path(chat_template).read_text()
     if tokenizer.chat_template is None:

@@ -13,7 +13,8 @@ real stack, then the NLL fit of their sampled tokens. It writes `<run dir>/warm_
 With tracking on, all of it goes to the run's MLflow run (created here, reused by training
 through `mlflow_run_id`). `report.json` also holds the stage's `key`: what the warm-started
 weights depend on (the recipe's `policy` section and the content of an `hf:` policy, the
-`warm_start` section, the seed and the ids of the tasks fitted). A finished stage whose key
+`warm_start` section, the harness and the tool-call format that shape the gold episodes'
+tokens, the seed and the ids of the tasks fitted). A finished stage whose key
 matches is reused as it is, so a rerun of the flow after a crash goes straight on to RL; one
 made with other settings is deleted (one line says which differ) and the stage runs again.
 """
@@ -63,11 +64,14 @@ def warm_started(recipe: Recipe, result: WarmStartResult) -> Recipe:
 
 def warm_start_key(recipe: Recipe, tasks: Sequence[TaskSpec]) -> dict[str, Any]:
     """What a warm start's weights depend on: the policy (its section, and an `hf:` policy's
-    content), the `warm_start` section, the seed and the ids of the tasks it fits."""
+    content), the `warm_start` section, the harness and the gateway's tool-call format (they
+    make the gold episodes' tokens), the seed and the ids of the tasks it fits."""
     return {
         "policy": recipe.policy.model_dump(mode="json"),
         "policy_sha256": policy_weights_digest(recipe.policy.name),
         "warm_start": recipe.warm_start.model_dump(mode="json"),
+        "harness": recipe.harness.model_dump(mode="json"),
+        "tool_parser": recipe.gateway.tool_parser,
         "seed": recipe.seed,
         "tasks": [task.instance_id for task in tasks],
     }

@@ -1,4 +1,5 @@
-"""KVBatch appends decode columns in place, grows its room, and re-packs on join and leave."""
+"""KVBatch appends decode columns in place, and rows join and leave without re-packing the
+batch unless they must."""
 
 import torch
 
@@ -18,6 +19,12 @@ def _append(batch: KVBatch, value: float) -> None:
     batch.advance()
 
 
+def _real(batch: KVBatch, index: int) -> torch.Tensor:
+    """Row `index`'s real key positions in layer 0, as the model sees them."""
+    keys, _ = batch.layers[0]
+    return keys[index, :, batch.width - batch.lengths[index] :]
+
+
 def test_decode_columns_are_written_in_place_past_the_room() -> None:
     batch = KVBatch()
     batch.add([_row(3, 1.0), _row(5, 2.0)])
@@ -27,11 +34,12 @@ def test_decode_columns_are_written_in_place_past_the_room() -> None:
     keys, _ = batch.layers[0]
     assert keys.shape == (2, 2, 5 + ROOM + 10, 4)
     assert batch.lengths == [3 + ROOM + 10, 5 + ROOM + 10]
-    assert torch.all(keys[0, :, 2:5] == 1.0) and torch.all(keys[0, :, :2] == 0.0)
+    assert torch.all(keys[0, :, 2:5] == 1.0)
     assert torch.all(keys[1, :, :5] == 2.0)
     assert torch.all(keys[:, :, 5 + ROOM + 9] == 100.0 + ROOM + 9)
     mask = batch.attention_mask(extra=1)
     assert mask[0].tolist() == [0, 0] + [1] * (3 + ROOM + 10 + 1)
+    assert batch.repacks == 2  # the first allocation, then the room ran out once
 
 
 def test_leaving_rows_trims_padding_and_rows_copy_real_positions() -> None:
@@ -40,8 +48,37 @@ def test_leaving_rows_trims_padding_and_rows_copy_real_positions() -> None:
     _append(batch, 9.0)
     row = batch.row(0)
     assert row[0][0].shape == (1, 2, 3, 4) and row[0][0][0, :, -1].eq(9.0).all()
-    batch.keep([0])
+    assert batch.remove([1]) == [0]
     assert batch.width == 3 and batch.lengths == [3]
     assert torch.equal(batch.layers[0][0], row[0][0])
-    batch.keep([])
+    assert batch.remove([0]) == []
     assert batch.size == 0 and batch.layers == []
+
+
+def test_a_leaving_row_moves_only_the_last_row_into_its_slot() -> None:
+    batch = KVBatch()
+    batch.add([_row(4, 1.0), _row(5, 2.0), _row(3, 3.0), _row(2, 4.0)])
+    assert batch.remove([0, 2]) == [3, 1]
+    assert batch.lengths == [2, 5] and batch.width == 5
+    assert torch.all(_real(batch, 0) == 4.0) and torch.all(_real(batch, 1) == 2.0)
+    assert batch.attention_mask().tolist() == [[0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]
+    assert batch.repacks == 1
+
+
+def test_rows_join_in_place_while_they_fit_left_of_the_end() -> None:
+    batch = KVBatch()
+    batch.add([_row(10, 1.0), _row(10, 2.0), _row(1, 8.0), _row(1, 9.0)])
+    batch.remove([0, 2, 3])
+    batch.add([_row(4, 3.0), _row(10 + ROOM, 5.0)])  # shorter, then longer than the others
+    assert batch.repacks == 1
+    assert batch.lengths == [10, 4, 10 + ROOM] and batch.width == 10 + ROOM
+    assert torch.all(_real(batch, 0) == 2.0)
+    assert torch.all(_real(batch, 1) == 3.0)
+    assert torch.all(_real(batch, 2) == 5.0)
+    batch.add([_row(11 + ROOM, 6.0)])  # longer than the columns left of the end: a re-pack
+    assert batch.repacks == 2
+    assert batch.lengths == [10, 4, 10 + ROOM, 11 + ROOM]
+    for index, fill in enumerate([2.0, 3.0, 5.0, 6.0]):
+        assert torch.all(_real(batch, index) == fill)
+    _append(batch, 7.0)
+    assert all(torch.all(_real(batch, i)[:, -1] == 7.0) for i in range(4))

@@ -45,6 +45,9 @@ def test_other_settings_or_tasks_discard_the_finished_warm_start(tmp_path) -> No
         "warm_start": warm_start_key(_recipe("warm_start.epochs=3"), _tasks("a", "b")),
         "tasks": warm_start_key(_recipe("warm_start.epochs=2"), _tasks("a", "c")),
         "seed": warm_start_key(_recipe("warm_start.epochs=2", "seed=7"), _tasks("a", "b")),
+        "harness": warm_start_key(
+            _recipe("warm_start.epochs=2", "harness.max_turns=3"), _tasks("a", "b")
+        ),
     }
     for field, other in changes.items():
         directory = tmp_path / field
