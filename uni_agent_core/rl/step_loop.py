@@ -273,10 +273,14 @@ class StepLoop:
         Groups are trained roughly in launch order, `batch_size` per step, so a group launched
         during step s is trained by step s + bound when at most `(s + bound + 1) * batch_size`
         groups (plus those dropped) have been launched: `wait` launches no more than that. `drop`
-        looks one batch further ahead and discards what arrives too old.
+        looks one batch further ahead and discards what arrives too old. Neither launches for a
+        step after `total_steps`.
         """
         ahead = bound + (2 if self.config.staleness.policy == "drop" else 1)
-        allowed = (step + ahead) * self.config.batch_size + self.dropped + self.refilled
+        # nothing is launched for steps past the run's last: it would only take the cores
+        # from the last steps' training and be cancelled
+        steps = min(step + ahead, self.config.total_steps)
+        allowed = steps * self.config.batch_size + self.dropped + self.refilled
         while self.launched < allowed:
             self._launch(step)
 

@@ -107,6 +107,7 @@ def _run(
     pending: list[str] | None = None,
     checkpoint_interval: int = 100,
     deadline: float | None = None,
+    total_steps: int | None = None,
 ):
     bound = (0 if mode == "sync" else 1) if bound is None else bound
     recipe = load_recipe(
@@ -117,7 +118,7 @@ def _run(
             f"trainer.staleness.policy={policy}",
             "trainer.batch_size=2",
             "trainer.group_size=4",
-            f"trainer.total_steps={steps + 1}",
+            f"trainer.total_steps={total_steps or steps + 1}",
         ],
     )
     config = recipe.trainer
@@ -186,6 +187,15 @@ def test_async_launches_ahead_within_the_staleness_bound(tmp_path) -> None:
     assert driver.launched == task_ids[:4]
     assert trainer.trained == [["mixed-0", "mixed-1"]]
     assert engine.version == 1  # the update reached the engine
+
+
+def test_async_launches_nothing_for_steps_past_the_last(tmp_path) -> None:
+    task_ids = [f"mixed-{i}" for i in range(10)]
+    trainer, driver, *_ = _run(
+        tmp_path, "colocated_async", 0, task_ids, steps=2, total_steps=2
+    )
+    assert driver.launched == task_ids[:4]
+    assert trainer.trained == [["mixed-0", "mixed-1"], ["mixed-2", "mixed-3"]]
 
 
 def test_sync_launches_exactly_one_batch_per_step(tmp_path) -> None:
