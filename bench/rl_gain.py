@@ -2,7 +2,7 @@
 
     python bench/rl_gain.py [--train-tasks 48] [--eval-tasks 96] [--base-tasks 24]
                             [--levels L0] [--sft-epochs 2] [--sft-lr 2e-5] [--steps 8]
-                            [--eval-concurrency 8] [--set KEY=VALUE ...] [--work DIR]
+                            [--eval-concurrency 48] [--set KEY=VALUE ...] [--work DIR]
                             [--json PATH] [--time-budget-s S]
 
 All phases run on this machine, timed, in one process, through the real stack (HF engine,
@@ -28,7 +28,7 @@ Printed: the solve rate of each phase, overall and per level; the RL-only delta 
 minus warm start) with a paired bootstrap 95% interval over the held-out tasks; the minutes
 of each phase; the RL steps trained, the rollout's sampled tokens per second of rollout and
 the trainer's loss tokens per second of training; and whether the target is met: an RL-only
-delta >= +10 points whose interval's lower bound is above 0, in <= 60 minutes of RL.
+delta >= +10 points whose interval's lower bound is above 0, in <= 15 minutes of RL.
 `curves.png` in the work directory plots the RL steps' train reward, pass rate, response
 length and grad norm.
 
@@ -49,7 +49,13 @@ from pathlib import Path
 
 from _smollm2_rl import load
 
+RL_MINUTES = 15
+"""The target's bound on the minutes of RL."""
+
 RL_SETTING = [
+    "policy.dtype=bfloat16",
+    "engine.max_batch_size=48",
+    "reward.unfinished=zero",
     "trainer.lr=1e-5",
     "trainer.lr_warmup_steps=2",
     "trainer.group_size=8",
@@ -59,7 +65,8 @@ RL_SETTING = [
     "gateway.sampling.temperature=0.6",
 ]
 """The RL setting of the measured run (`bench/README.md`, "RL gain"); `--set` overrides it.
-Sampling at 0.6, not 1.0: a warm-started 135M policy solves few tasks by sampling at 1.0, so
+The demo's regime: bf16 compute, an engine batch that holds a 48-task evaluation at once,
+episodes that end without submitting scored 0. Sampling at 0.6, not 1.0: a warm-started 135M policy solves few tasks by sampling at 1.0, so
 most groups would be flat."""
 
 CURVES = (
@@ -139,7 +146,7 @@ def main() -> None:
     parser.add_argument("--sft-lr", type=float, default=2e-5)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-concurrency", type=int, default=8, help="episodes at a time")
+    parser.add_argument("--eval-concurrency", type=int, default=48, help="episodes at a time")
     parser.add_argument("--set", action="append", default=[], help="recipe override for RL")
     parser.add_argument("--work", help="working directory (default: a temporary one)")
     parser.add_argument(
@@ -288,9 +295,9 @@ def main() -> None:
         f"{throughput['trained_tokens_per_s']:.0f} loss "
         f"tokens/s of training"
     )
-    met = delta >= 0.10 and low > 0 and minutes["RL"] <= 60
+    met = delta >= 0.10 and low > 0 and minutes["RL"] <= RL_MINUTES
     print(
-        f"target (RL-only delta >= +10 points, interval above 0, <= 60 min of RL): "
+        f"target (RL-only delta >= +10 points, interval above 0, <= {RL_MINUTES} min of RL): "
         f"{'met' if met else 'MISSED'} ({delta * 100:+.1f} points, lower bound "
         f"{low * 100:+.1f}, {minutes['RL']:.1f} min of RL)"
     )

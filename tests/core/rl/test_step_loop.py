@@ -191,9 +191,7 @@ def test_async_launches_ahead_within_the_staleness_bound(tmp_path) -> None:
 
 def test_async_launches_nothing_for_steps_past_the_last(tmp_path) -> None:
     task_ids = [f"mixed-{i}" for i in range(10)]
-    trainer, driver, *_ = _run(
-        tmp_path, "colocated_async", 0, task_ids, steps=2, total_steps=2
-    )
+    trainer, driver, *_ = _run(tmp_path, "colocated_async", 0, task_ids, steps=2, total_steps=2)
     assert driver.launched == task_ids[:4]
     assert trainer.trained == [["mixed-0", "mixed-1"], ["mixed-2", "mixed-3"]]
 
