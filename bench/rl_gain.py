@@ -66,8 +66,8 @@ RL_SETTING = [
 ]
 """The RL setting of the measured run (`bench/README.md`, "RL gain"); `--set` overrides it.
 The demo's regime: bf16 compute, an engine batch that holds a 48-task evaluation at once,
-episodes that end without submitting scored 0. Sampling at 0.6, not 1.0: a warm-started 135M policy solves few tasks by sampling at 1.0, so
-most groups would be flat."""
+episodes that end without submitting scored 0. Sampling at 0.6, not 1.0: a warm-started 135M
+policy solves few tasks by sampling at 1.0, so most groups would be flat."""
 
 CURVES = (
     "train/reward_mean",
