@@ -1,6 +1,6 @@
 """Does RL make SmolLM2-135M better at micro-swe? Held-out solve rates before and after RL.
 
-    python bench/rl_gain.py [--train-tasks 48] [--eval-tasks 96] [--base-tasks 24]
+    python bench/rl_gain.py [--train-tasks 48] [--rl-tasks 48] [--eval-tasks 96] [--base-tasks 24]
                             [--levels L0] [--sft-epochs 2] [--sft-lr 2e-5] [--steps 8]
                             [--eval-concurrency 48] [--set KEY=VALUE ...] [--work DIR]
                             [--json PATH] [--time-budget-s S]
@@ -15,8 +15,10 @@ fresh sandbox), in the setting of `bench/_smollm2_rl.py`:
    the `--train-tasks` training tasks, then `--sft-epochs` of NLL fitting; evaluated like the
    base on all `--eval-tasks`.
 3. **RL**: `--steps` steps of `colocated_async` GRPO from the warm-started policy on the
-   training tasks (`--set` overrides the recipe: lr, group size, temperature, loss, ...), then
-   the final checkpoint evaluated on the same `--eval-tasks`.
+   `--rl-tasks` training tasks after those (`warm_start.rl_tasks: rest`: problems whose answer
+   the policy was not shown), or with `--rl-tasks 0` on the warm start's own tasks (`--set`
+   overrides the recipe: lr, group size, temperature, loss, ...), then the final checkpoint
+   evaluated on the same `--eval-tasks`.
 
 With `--time-budget-s`, RL gets what the budget leaves after the evaluations before it, less a
 reserve for the evaluation after it (the warm-start evaluation's time, plus a quarter): it ends
@@ -138,7 +140,13 @@ def plot(metrics: Path, target: Path, policy: str) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train-tasks", type=int, default=48)
+    parser.add_argument("--train-tasks", type=int, default=48, help="tasks of the warm start")
+    parser.add_argument(
+        "--rl-tasks",
+        type=int,
+        default=48,
+        help="further training tasks RL takes (0: RL on the warm start's own tasks)",
+    )
     parser.add_argument("--eval-tasks", type=int, default=96)
     parser.add_argument("--base-tasks", type=int, default=24)
     parser.add_argument("--levels", default="L0")
@@ -166,7 +174,7 @@ def main() -> None:
     from uni_agent_core.eval.metrics import paired_bootstrap_delta
     from uni_agent_core.host_memory import release_host_memory
     from uni_agent_core.rl.run import TrainingRun
-    from uni_agent_core.rl.warm_start import run_warm_start, warm_started
+    from uni_agent_core.rl.warm_start import rl_tasks, run_warm_start, warm_started
 
     levels = args.levels.split(",")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-rl-gain-"))
@@ -178,10 +186,12 @@ def main() -> None:
         write_dataset(heldout, suite, key=key)
     base = load(
         [
-            f"tasks.n={args.train_tasks}",
+            f"tasks.n={args.train_tasks + args.rl_tasks}",
             f"tasks.seed={args.seed}",
             f"tasks.levels=[{args.levels}]",
             "warm_start.enabled=true",
+            f"warm_start.tasks={args.train_tasks}",
+            f"warm_start.rl_tasks={'rest' if args.rl_tasks else 'all'}",
             f"warm_start.epochs={args.sft_epochs}",
             f"warm_start.lr={args.sft_lr}",
             f"trainer.total_steps={args.steps}",
@@ -215,7 +225,8 @@ def main() -> None:
     phase("base eval", clock)
 
     clock = time.perf_counter()
-    warm = run_warm_start(base, work / "rl", load_tasks(base.tasks), track=False)
+    train_tasks = load_tasks(base.tasks)
+    warm = run_warm_start(base, work / "rl", train_tasks, track=False)
     phase("warm start (gold + SFT)", clock)
     rl = warm_started(base, warm)
     clock = time.perf_counter()
@@ -242,6 +253,7 @@ def main() -> None:
         track=False,
         echo=lambda s: print(f"[rl] {s}", flush=True),
         time_budget_s=rl_budget,
+        tasks=rl_tasks(base, train_tasks),
     )
     rl_run.run()
     phase("RL", clock)
@@ -261,7 +273,8 @@ def main() -> None:
     report = warm.report
     print()
     print(
-        f"{base.policy.name}, micro-swe {args.levels}: {args.train_tasks} train tasks; held-out "
+        f"{base.policy.name}, micro-swe {args.levels}: {args.train_tasks} warm-start tasks, "
+        f"RL on {f'{args.rl_tasks} others' if args.rl_tasks else 'the same'}; held-out "
         f"greedy, 1 sample: {args.base_tasks} tasks for the base, {args.eval_tasks} after; warm "
         f"start {report['trajectories']} gold trajectories x {report['epochs']} epochs (nll "
         f"{report['loss_by_epoch'][0]:.3f} -> {report['loss_by_epoch'][-1]:.3f}); RL "

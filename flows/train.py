@@ -1,6 +1,6 @@
 """The `agent-rl` flow (deployment `train`): validate data -> warm start (when the recipe has
 one) -> estimate difficulty -> evaluate the starting policy (`eval.before_training`) -> train
--> evaluate the newest checkpoint -> log to MLflow. With both evaluations, the summary states
+-> evaluate the checkpoints -> log to MLflow. With both evaluations, the summary states
 the paired pass@1 delta, its 95% bootstrap interval and whether it is beyond noise, with the
 exit reasons before and after (`eval/paired.py`); MLflow gets the same and the flip table.
 
@@ -40,9 +40,11 @@ from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.eval.paired import compare_evaluations
 from uni_agent_core.rl.verl.merge import find_verl_checkpoints
-from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, default_run_dir
+from uni_agent_core.rl.warm_start import rl_tasks
+from uni_agent_core.rundir.checkpoint import list_complete
+from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, checkpoint_dir, default_run_dir
 from uni_agent_core.tracking.mlflow_tracker import metric_name
-from uni_agent_core.tracking.runs import before_after_lines, run_episode_pages
+from uni_agent_core.tracking.runs import before_after_lines, curve_line, run_episode_pages
 from uni_agent_core.types import TaskSpec
 
 
@@ -117,6 +119,7 @@ def train(
     warmed = None
     if loaded.warm_start.enabled:
         warmed = warm_start(loaded, run_dir, valid_tasks)
+        valid_tasks = rl_tasks(loaded, valid_tasks)
         loaded = loaded.model_copy(deep=True)
         loaded.policy.name = warmed["policy"]
     if on_verl:
@@ -136,9 +139,14 @@ def train(
         mlflow_run_id=warmed and warmed["mlflow_run_id"],
         launch_command=command,
     )
-    scores = evaluate(loaded, run_dir, trace_run=trained["mlflow_run_id"]) if evaluating else None
+    evaluations = []
+    if evaluating:
+        for checkpoint in chosen_checkpoints(loaded, run_dir):
+            trace_run = trained["mlflow_run_id"]
+            evaluations.append(evaluate(loaded, run_dir, str(checkpoint), trace_run=trace_run))
+    scores = evaluations[-1] if evaluations else None
     if scores is not None:
-        log_run(loaded, run_dir, trained["mlflow_run_id"], scores, before)
+        log_run(loaded, run_dir, trained["mlflow_run_id"], scores, before, curve=evaluations)
     summary = {
         "run_dir": str(run_dir),
         **trained,
@@ -161,6 +169,9 @@ def train(
             f"epochs, nll {report['loss_by_epoch'][0]:.3f} -> {report['loss_by_epoch'][-1]:.3f} "
             f"({(report['gold_s'] + report['fit_s']) / 60:.1f} min)"
         )
+    summary["heldout_curve"] = heldout_curve(before, evaluations)
+    if len(summary["heldout_curve"]) > 1:
+        lines.append(f"- {curve_line(summary['heldout_curve'])}")
     if scores is not None and before is not None:
         comparison = compare_evaluations(Path(before["report_dir"]), Path(scores["report_dir"]))
         summary["before_after"] = {**comparison.metrics(), "verdict": comparison.verdict}
@@ -226,12 +237,34 @@ def _train_on_verl(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec], command
     }
 
 
+def every_nth(found: list, every: int) -> list:
+    """Every `every`-th of `found` (oldest first), and the last always."""
+    return [item for i, item in enumerate(found, 1) if i % every == 0 or i == len(found)]
+
+
+def chosen_checkpoints(recipe: Recipe, run_dir: Path) -> list[Path]:
+    """The embedded trainer's complete checkpoints to evaluate (those `trainer.keep_checkpoints`
+    kept): every `eval.every_n_checkpoints`-th, and the newest always (its score is the run's
+    `eval/...`). Scored on the same held-out tasks as the starting policy, they make the
+    held-out curve."""
+    found = list_complete(checkpoint_dir(recipe, run_dir))
+    if not found:
+        raise ValueError(f"no complete checkpoint under {checkpoint_dir(recipe, run_dir)}")
+    return [item.path for item in every_nth(found, recipe.eval.every_n_checkpoints)]
+
+
+def heldout_curve(before: dict | None, evaluations: list[dict]) -> list[tuple[int, float]]:
+    """`(RL step, held-out pass@1)` of the starting policy (step 0) and each scored checkpoint:
+    one greedy evaluation of the same tasks per point, so the points compare like with like."""
+    points = [(0, before["metrics"]["eval/pass@1"])] if before is not None else []
+    return points + [(int(e["step"]), e["metrics"]["eval/pass@1"]) for e in evaluations]
+
+
 def chosen_verl_checkpoints(recipe: Recipe, run_dir: Path) -> list[tuple[str, Path]]:
     """`(label, actor dir)` of the verl checkpoints to evaluate: every `eval.every_n_checkpoints`-th
     of this run's, and the last always."""
     found = find_verl_checkpoints(run_dir / VERL_CHECKPOINTS)
-    every = recipe.eval.every_n_checkpoints
-    chosen = [item for i, item in enumerate(found, 1) if i % every == 0 or i == len(found)]
+    chosen = every_nth(found, recipe.eval.every_n_checkpoints)
     return [(f"verl-step-{step}", actor) for step, actor in chosen]
 
 

@@ -11,6 +11,7 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.eval.paired import compare_evaluations, write_flip_table
 from uni_agent_core.rundir.layout import CURRICULUM, EVAL, VALIDATION
 from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
+from uni_agent_core.tracking.plots import plot_heldout_curve
 from uni_agent_core.tracking.runs import verl_stage_run
 
 BEFORE_AFTER = "before-after"
@@ -30,14 +31,18 @@ def log_run(
     evaluation: dict | None,
     before: dict | None = None,
     params: dict[str, str] | None = None,
+    curve: list[dict] | None = None,
 ) -> str | None:
     """Eval metrics (none when `evaluation` is None: evaluation is off) and the validation,
     difficulty and eval reports, on the training run; with
     `before` (the starting policy's evaluation), also `eval_before/...`, the paired pass@1 delta
     with its bootstrap interval (`eval/pass@1_delta`, `..._ci_low`, `..._ci_high`,
     `eval/paired_tasks`) and the flip table (`eval/flips.csv`, `eval/flips.md`);
-    `params` (what the serve stage served, `repro.served.*`) as run params. A verl run's stages
-    go into verl's own MLflow run (`verl_stage_run`). Returns the MLflow run id."""
+    `params` (what the serve stage served, `repro.served.*`) as run params; `curve` (the
+    evaluations of the checkpoints before `evaluation`, oldest first) as `eval/...` at their
+    steps, and with `before` the held-out curve `eval/heldout_curve.png` (pass@1 by RL step,
+    the starting policy at step 0). A verl run's stages go into verl's own MLflow run
+    (`verl_stage_run`). Returns the MLflow run id."""
     if mlflow_run_id is None and recipe.trainer.backend.type == "verl":
         mlflow_run_id = verl_stage_run(recipe, run_dir)
     if mlflow_run_id is None:
@@ -47,7 +52,16 @@ def log_run(
     if params:
         tracker.log_params(params)
     reports = []
+    earlier = [e for e in curve or [] if e is not evaluation]
+    for checkpoint in earlier:
+        tracker.log_values(int(checkpoint["step"]), checkpoint["metrics"])
+        reports.append(Path(checkpoint["report_dir"]))
     if evaluation is not None:
+        points = [(int(e["step"]), e["metrics"]["eval/pass@1"]) for e in [*earlier, evaluation]]
+        if before is not None:
+            points.insert(0, (0, before["metrics"]["eval/pass@1"]))
+        if len(points) > 1:
+            tracker.log_artifact(plot_heldout_curve(recipe.name, points, run_dir / EVAL), "eval")
         step = int(evaluation["step"])
         tracker.log_values(step, evaluation["metrics"])
         reports.append(Path(evaluation["report_dir"]))

@@ -26,7 +26,7 @@ def test_train_flow_runs_every_stage(prefect_server, tmp_path, monkeypatch) -> N
 
     monkeypatch.chdir(tmp_path)
     uri, overrides = _local(tmp_path)
-    result = train(recipe=CI_SMOKE, overrides=overrides)
+    result = train(recipe=CI_SMOKE, overrides=[*overrides, "trainer.keep_checkpoints=2"])
     run_dir = tmp_path / "runs" / "ci-smoke"
     assert result["steps"] == 2 and result["eval"]["eval/pass@1"] >= 0.0
     assert (run_dir / "validation" / "validation.md").is_file()
@@ -34,6 +34,13 @@ def test_train_flow_runs_every_stage(prefect_server, tmp_path, monkeypatch) -> N
     client = mlflow.MlflowClient(tracking_uri=uri)
     run = client.get_run(result["mlflow_run_id"])
     assert "eval/pass_at_1" in run.data.metrics and "train/reward_mean" in run.data.metrics
+    # every checkpoint (eval.every_n_checkpoints: 1) is scored on the same held-out tasks
+    assert [step for step, _ in result["heldout_curve"]] == [1, 2]
+    history = client.get_metric_history(run.info.run_id, "eval/pass_at_1")
+    assert sorted(m.step for m in history) == [1, 2]
+    assert (run_dir / "eval" / "micro-swe-test-step-000001" / "eval.json").is_file()
+    eval_artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "eval")}
+    assert "eval/heldout_curve.png" in eval_artifacts
     command = run.data.params["repro.command"]
     assert command.startswith(f"python -m flows.train {CI_SMOKE} tracking.tracking_uri=")
     folders = {a.path for a in client.list_artifacts(run.info.run_id)}

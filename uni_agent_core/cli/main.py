@@ -363,18 +363,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from uni_agent_core.rl.launch import TrainingFailed, launch
     from uni_agent_core.rl.verl.compile import VerlConfigError
     from uni_agent_core.rl.verl.launch import VerlLaunchError
-    from uni_agent_core.rl.warm_start import run_warm_start, warm_started
+    from uni_agent_core.rl.warm_start import rl_tasks, run_warm_start, warm_started
     from uni_agent_core.rollout.build import build_tasks
     from uni_agent_core.rundir.layout import METRICS, default_run_dir
 
     recipe = load_recipe_here(args.recipe, list(args.set))
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
     mlflow_run_id, tasks = None, None
-    if recipe.warm_start.enabled and recipe.trainer.backend.type == "embedded":
-        tasks = build_tasks(recipe)
-        warmed = run_warm_start(recipe, run_dir, tasks)
-        recipe, mlflow_run_id = warm_started(recipe, warmed), warmed.mlflow_run_id
     try:
+        if recipe.warm_start.enabled and recipe.trainer.backend.type == "embedded":
+            tasks = build_tasks(recipe)
+            warmed = run_warm_start(recipe, run_dir, tasks)
+            tasks = rl_tasks(recipe, tasks)
+            recipe, mlflow_run_id = warm_started(recipe, warmed), warmed.mlflow_run_id
         summary = launch(
             recipe,
             run_dir,

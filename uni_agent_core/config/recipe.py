@@ -88,6 +88,7 @@ class Recipe(ConfigModel):
         self._check_engine(problems)
         self._check_token_budgets(problems)
         self._check_environment(problems)
+        self._check_warm_start_split(problems)
         raise_conflicts(problems)
         self._fill_defaults()
         return self
@@ -191,6 +192,19 @@ class Recipe(ConfigModel):
                         f"{self.sandbox.type} (use docker, modal or swerex, or suite micro_swe)",
                     )
                 )
+
+    def _check_warm_start_split(self, problems: list[tuple[str, str]]) -> None:
+        warm = self.warm_start
+        count = getattr(self.tasks, "n", None)
+        splits = warm.enabled and warm.rl_tasks == "rest" and warm.tasks is not None
+        if splits and count is not None and count <= warm.tasks:
+            problems.append(
+                (
+                    "warm_start.rl_tasks",
+                    f"rest leaves RL no task: tasks.n ({count}) must exceed "
+                    f"warm_start.tasks ({warm.tasks})",
+                )
+            )
 
     def _fill_defaults(self) -> None:
         run_dir = RUNS_DIR / self.name

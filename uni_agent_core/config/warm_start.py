@@ -8,7 +8,9 @@ tokens. It is training time, reported apart from RL.
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from uni_agent_core.config.base import ConfigModel
 
@@ -29,3 +31,18 @@ class WarmStartConfig(ConfigModel):
     block of lines of one file) have no gold actions and are skipped."""
     micro_batch_tokens: int = Field(default=4096, ge=1)
     """Padded tokens per micro-batch."""
+    rl_tasks: Literal["all", "rest"] = "all"
+    """The training tasks that difficulty estimation and RL take after the warm start: `all`,
+    or `rest`, those after the first `tasks` (the ones the warm start fitted). With `rest`, RL
+    learns on problems the policy has not been shown the answer to, as the held-out
+    evaluation scores it, instead of on memorized ones whose groups are mostly all-pass. It
+    does not change the warm-started weights (not part of the stage's reuse key)."""
+
+    @model_validator(mode="after")
+    def _rest_needs_a_split(self) -> WarmStartConfig:
+        if self.rl_tasks == "rest" and self.tasks is None:
+            raise ValueError(
+                "warm_start.rl_tasks: rest trains RL on the tasks after the first "
+                "warm_start.tasks, so warm_start.tasks must be set"
+            )
+        return self

@@ -62,14 +62,40 @@ def warm_started(recipe: Recipe, result: WarmStartResult) -> Recipe:
     return updated
 
 
+def fitted_tasks(recipe: Recipe, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """The tasks whose gold episodes the warm start fits: the first `warm_start.tasks`."""
+    count = recipe.warm_start.tasks
+    return list(tasks)[:count] if count else list(tasks)
+
+
+def rl_tasks(recipe: Recipe, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """The tasks that difficulty estimation and RL take after the warm start
+    (`warm_start.rl_tasks`): all of them, or those the warm start did not fit.
+
+    Raises:
+        ValueError: `rest` leaves no task.
+    """
+    if not recipe.warm_start.enabled or recipe.warm_start.rl_tasks == "all":
+        return list(tasks)
+    rest = list(tasks)[len(fitted_tasks(recipe, tasks)) :]
+    if not rest:
+        raise ValueError(
+            f"warm_start.rl_tasks: rest leaves RL no task: all {len(tasks)} valid tasks are "
+            f"among the first warm_start.tasks ({recipe.warm_start.tasks}); raise tasks.n or "
+            "lower warm_start.tasks"
+        )
+    return rest
+
+
 def warm_start_key(recipe: Recipe, tasks: Sequence[TaskSpec]) -> dict[str, Any]:
     """What a warm start's weights depend on: the policy (its section, and an `hf:` policy's
-    content), the `warm_start` section, the harness and the gateway's tool-call format (they
-    make the gold episodes' tokens), the seed and the ids of the tasks it fits."""
+    content), the `warm_start` section (less `rl_tasks`, which only says what RL takes after
+    it), the harness and the gateway's tool-call format (they make the gold episodes' tokens),
+    the seed and the ids of the tasks it fits."""
     return {
         "policy": recipe.policy.model_dump(mode="json"),
         "policy_sha256": policy_weights_digest(recipe.policy.name),
-        "warm_start": recipe.warm_start.model_dump(mode="json"),
+        "warm_start": recipe.warm_start.model_dump(mode="json", exclude={"rl_tasks"}),
         "harness": recipe.harness.model_dump(mode="json"),
         "tool_parser": recipe.gateway.tool_parser,
         "seed": recipe.seed,
@@ -160,7 +186,7 @@ def run_warm_start(
 
     directory = warm_start_dir(run_dir)
     config = recipe.warm_start
-    chosen = list(tasks)[: config.tasks] if config.tasks else list(tasks)
+    chosen = fitted_tasks(recipe, tasks)
     key = warm_start_key(recipe, chosen)
     done = _finished(directory, key, echo)
     if done is not None:

@@ -39,3 +39,19 @@ def plot_curves(
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+HELDOUT_CURVE = "heldout_curve.png"
+"""The held-out curve's file name, in the run directory's `eval/` and the MLflow run's."""
+
+
+def plot_heldout_curve(run: str, points: Sequence[tuple[int, float]], directory: Path) -> Path:
+    """Held-out pass@1 by RL step (`points`: the starting policy at step 0, then each scored
+    checkpoint): the same tasks scored the same way at every point, unlike the training reward,
+    whose steps draw different tasks."""
+    return plot_curves(
+        {run: {"held-out pass@1": list(points)}},
+        ["held-out pass@1"],
+        Path(directory) / HELDOUT_CURVE,
+        f"{run}: held-out pass@1 by RL step (same tasks, greedy)",
+    )

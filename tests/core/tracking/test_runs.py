@@ -10,6 +10,7 @@ from uni_agent_core.config import load_recipe
 from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 from uni_agent_core.tracking.runs import (
     before_after_lines,
+    curve_line,
     describe_run,
     latest_run,
     noise_verdict,
@@ -76,3 +77,21 @@ def test_the_before_after_lines_state_the_interval_in_words_and_the_exit_reasons
     assert noise_verdict(-0.4, -0.1) == "a loss beyond noise"
     assert noise_verdict(-0.1, 0.2) == "not distinguishable from noise"
     assert before_after_lines({"eval/pass_at_1": 0.5}) == []
+
+
+def test_the_heldout_curve_is_read_from_the_runs_evaluations(tmp_path: Path) -> None:
+    """The starting policy at step 0, then each scored checkpoint at its step; a point logged
+    twice (a rerun of the flow) counts once."""
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    recipe = load_recipe(ROOT / "recipes" / "ci-smoke.yaml", [f"tracking.tracking_uri={uri}"])
+    tracker = MlflowTracker(recipe.tracking, run_name=recipe.name)
+    tracker.log_values(0, {"eval_before/pass@1": 0.25})
+    for step, score in ((4, 0.375), (8, 0.5), (8, 0.5)):
+        tracker.log_values(step, {"eval/pass@1": score})
+    tracker.finish()
+    summary = latest_run(recipe)
+    assert summary.heldout_curve == [(0, 0.25), (4, 0.375), (8, 0.5)]
+    assert curve_line(summary.heldout_curve) == (
+        "held-out pass@1 by RL step (same tasks): 0: 0.250, 4: 0.375, 8: 0.500"
+    )
+    assert curve_line(summary.heldout_curve) in describe_run(summary)
