@@ -14,6 +14,9 @@ from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 from uni_agent_core.tracking.plots import plot_heldout_curve
 from uni_agent_core.tracking.runs import verl_stage_run
 
+CURVE_METRIC = "eval/pass@1"
+"""The one metric of the held-out curve's earlier checkpoints."""
+
 BEFORE_AFTER = "before-after"
 """Where the flip table is written, under the run directory's `eval/`."""
 
@@ -39,7 +42,7 @@ def log_run(
     with its bootstrap interval (`eval/pass@1_delta`, `..._ci_low`, `..._ci_high`,
     `eval/paired_tasks`) and the flip table (`eval/flips.csv`, `eval/flips.md`);
     `params` (what the serve stage served, `repro.served.*`) as run params; `curve` (the
-    evaluations of the checkpoints before `evaluation`, oldest first) as `eval/...` at their
+    evaluations of the checkpoints before `evaluation`, oldest first) as `eval/pass@1` at their
     steps, and with `before` the held-out curve `eval/heldout_curve.png` (pass@1 by RL step,
     the starting policy at step 0). A verl run's stages go into verl's own MLflow run
     (`verl_stage_run`). Returns the MLflow run id."""
@@ -54,12 +57,16 @@ def log_run(
     reports = []
     earlier = [e for e in curve or [] if e is not evaluation]
     for checkpoint in earlier:
-        tracker.log_values(int(checkpoint["step"]), checkpoint["metrics"])
+        # pass@1 alone: a metric logged only at an earlier step (an exit reason the final
+        # checkpoint no longer has) would read as the final value of the run
+        tracker.log_values(
+            int(checkpoint["step"]), {CURVE_METRIC: checkpoint["metrics"][CURVE_METRIC]}
+        )
         reports.append(Path(checkpoint["report_dir"]))
     if evaluation is not None:
-        points = [(int(e["step"]), e["metrics"]["eval/pass@1"]) for e in [*earlier, evaluation]]
+        points = [(int(e["step"]), e["metrics"][CURVE_METRIC]) for e in [*earlier, evaluation]]
         if before is not None:
-            points.insert(0, (0, before["metrics"]["eval/pass@1"]))
+            points.insert(0, (0, before["metrics"][CURVE_METRIC]))
         if len(points) > 1:
             tracker.log_artifact(plot_heldout_curve(recipe.name, points, run_dir / EVAL), "eval")
         step = int(evaluation["step"])
