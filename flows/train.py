@@ -33,7 +33,7 @@ from tasks.curriculum import estimate_difficulty, learnable_tasks
 from tasks.data import validate_data
 from tasks.evaluation import evaluate
 from tasks.serving import serve, stop
-from tasks.tracking import before_metrics, log_run
+from tasks.tracking import before_metrics, heldout_curve, log_run
 from tasks.training import train as train_task
 from tasks.warm_start import warm_start
 from uni_agent_core.config.pools import load_recipe_for_pool
@@ -251,13 +251,6 @@ def chosen_checkpoints(recipe: Recipe, run_dir: Path) -> list[Path]:
     if not found:
         raise ValueError(f"no complete checkpoint under {checkpoint_dir(recipe, run_dir)}")
     return [item.path for item in every_nth(found, recipe.eval.every_n_checkpoints)]
-
-
-def heldout_curve(before: dict | None, evaluations: list[dict]) -> list[tuple[int, float]]:
-    """`(RL step, held-out pass@1)` of the starting policy (step 0) and each scored checkpoint:
-    one greedy evaluation of the same tasks per point, so the points compare like with like."""
-    points = [(0, before["metrics"]["eval/pass@1"])] if before is not None else []
-    return points + [(int(e["step"]), e["metrics"]["eval/pass@1"]) for e in evaluations]
 
 
 def chosen_verl_checkpoints(recipe: Recipe, run_dir: Path) -> list[tuple[str, Path]]:

@@ -21,6 +21,13 @@ BEFORE_AFTER = "before-after"
 """Where the flip table is written, under the run directory's `eval/`."""
 
 
+def heldout_curve(before: dict | None, evaluations: list[dict]) -> list[tuple[int, float]]:
+    """`(RL step, held-out pass@1)` of the starting policy (step 0) and each scored checkpoint:
+    one greedy evaluation of the same tasks per point, so the points compare like with like."""
+    points = [(0, before["metrics"][CURVE_METRIC])] if before is not None else []
+    return points + [(int(e["step"]), e["metrics"][CURVE_METRIC]) for e in evaluations]
+
+
 def before_metrics(metrics: dict[str, float]) -> dict[str, float]:
     """`eval/...` metrics of the starting policy renamed `eval_before/...`."""
     return {"eval_before/" + key.removeprefix("eval/"): value for key, value in metrics.items()}
@@ -64,9 +71,7 @@ def log_run(
         )
         reports.append(Path(checkpoint["report_dir"]))
     if evaluation is not None:
-        points = [(int(e["step"]), e["metrics"][CURVE_METRIC]) for e in [*earlier, evaluation]]
-        if before is not None:
-            points.insert(0, (0, before["metrics"][CURVE_METRIC]))
+        points = heldout_curve(before, [*earlier, evaluation])
         if len(points) > 1:
             tracker.log_artifact(plot_heldout_curve(recipe.name, points, run_dir / EVAL), "eval")
         step = int(evaluation["step"])
