@@ -63,7 +63,7 @@ RL_SETTING = [
     "trainer.group_size=8",
     "trainer.batch_size=2",
     "trainer.checkpoint_interval=4",
-    "curriculum.refill_flat_groups=1",
+    "curriculum.refill_flat_groups=2",
     "gateway.sampling.temperature=0.6",
 ]
 """The RL setting of the measured run (`bench/README.md`, "RL gain"); `--set` overrides it.
