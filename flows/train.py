@@ -38,11 +38,11 @@ from tasks.training import train as train_task
 from tasks.warm_start import warm_start
 from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.eval.evaluate import checkpoints_to_evaluate, every_nth
 from uni_agent_core.eval.paired import compare_evaluations
 from uni_agent_core.rl.verl.merge import find_verl_checkpoints
 from uni_agent_core.rl.warm_start import rl_tasks
-from uni_agent_core.rundir.checkpoint import list_complete
-from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, checkpoint_dir, default_run_dir
+from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, default_run_dir
 from uni_agent_core.tracking.mlflow_tracker import metric_name
 from uni_agent_core.tracking.runs import before_after_lines, curve_line, run_episode_pages
 from uni_agent_core.types import TaskSpec
@@ -141,7 +141,7 @@ def train(
     )
     evaluations = []
     if evaluating:
-        for checkpoint in chosen_checkpoints(loaded, run_dir):
+        for checkpoint in checkpoints_to_evaluate(loaded, run_dir):
             trace_run = trained["mlflow_run_id"]
             evaluations.append(evaluate(loaded, run_dir, str(checkpoint), trace_run=trace_run))
     scores = evaluations[-1] if evaluations else None
@@ -235,22 +235,6 @@ def _train_on_verl(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec], command
         "evaluations": [e["metrics"] for e in evaluations],
         "served": repro,
     }
-
-
-def every_nth(found: list, every: int) -> list:
-    """Every `every`-th of `found` (oldest first), and the last always."""
-    return [item for i, item in enumerate(found, 1) if i % every == 0 or i == len(found)]
-
-
-def chosen_checkpoints(recipe: Recipe, run_dir: Path) -> list[Path]:
-    """The embedded trainer's complete checkpoints to evaluate (those `trainer.keep_checkpoints`
-    kept): every `eval.every_n_checkpoints`-th, and the newest always (its score is the run's
-    `eval/...`). Scored on the same held-out tasks as the starting policy, they make the
-    held-out curve."""
-    found = list_complete(checkpoint_dir(recipe, run_dir))
-    if not found:
-        raise ValueError(f"no complete checkpoint under {checkpoint_dir(recipe, run_dir)}")
-    return [item.path for item in every_nth(found, recipe.eval.every_n_checkpoints)]
 
 
 def chosen_verl_checkpoints(recipe: Recipe, run_dir: Path) -> list[tuple[str, Path]]:

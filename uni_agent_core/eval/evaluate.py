@@ -38,6 +38,26 @@ def resolve_checkpoint(recipe: Recipe, name: str, run_dir: Path) -> Checkpoint |
     raise ValueError(f"{name} is not a complete checkpoint (a step-* directory with a manifest)")
 
 
+def every_nth(found: list, every: int) -> list:
+    """Every `every`-th of `found` (oldest first), and the last always."""
+    return [item for i, item in enumerate(found, 1) if i % every == 0 or i == len(found)]
+
+
+def checkpoints_to_evaluate(recipe: Recipe, run_dir: Path) -> list[Path]:
+    """The run's complete checkpoints to score (those `trainer.keep_checkpoints` kept): every
+    `eval.every_n_checkpoints`-th, and the newest always (its score is the run's `eval/...`).
+    Scored on the same held-out tasks as the starting policy, they make the held-out curve.
+
+    Raises:
+        ValueError: the run has no complete checkpoint.
+    """
+    directory = checkpoint_dir(recipe, run_dir)
+    found = list_complete(directory)
+    if not found:
+        raise ValueError(f"no complete checkpoint under {directory}; train first")
+    return [item.path for item in every_nth(found, recipe.eval.every_n_checkpoints)]
+
+
 @dataclass
 class EvaluationRun:
     """A finished (or resumed-to-completion) evaluation."""
