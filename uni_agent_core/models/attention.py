@@ -31,6 +31,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from uni_agent_core.models.blocked_attention_grad import (
+    attention_with_blocked_grad,
+    uses_blocked_grad,
+)
+
 ATTENTION = "agent-rl-gqa"
 """The name of `grouped_query_attention` in transformers' attention registry."""
 
@@ -62,6 +67,13 @@ def grouped_query_attention(
             folded, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling
         )
         out = out.reshape(batch, heads, 1, dim)
+    elif uses_blocked_grad(query, key, value, attention_mask) and dropout == 0.0:
+        causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+        if attention_mask is None and causal:  # what `is_causal=True` means to sdpa: top-left
+            attention_mask = torch.ones(
+                (length, key.shape[2]), dtype=torch.bool, device=query.device
+            ).tril()[None, None]
+        out = attention_with_blocked_grad(query, key, value, attention_mask, scaling)
     else:
         causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
         out = F.scaled_dot_product_attention(
