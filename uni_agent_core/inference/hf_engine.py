@@ -12,8 +12,8 @@ What it does per scheduler step (one call into the process-wide compute thread, 
    cache, and resolve their futures.
 
 Every sampled token carries its logprob and the weight version that produced it; the logits
-come from the LM head in float32 whatever the model's dtype (`models/lm_head.py`), as in the
-trainer. `pause()`
+are float32 whatever the model's dtype, computed as the trainer computes them
+(`models/lm_head.py`). `pause()`
 stops at a step boundary; `update_weights()` pauses, swaps the weights, clears the (now stale)
 prefix cache and re-queues in-flight rows, which are re-prefilled on the new weights with the
 tokens generated so far (a partial rollout whose tokens mix versions) once the engine resumes.
@@ -46,7 +46,7 @@ from uni_agent_core.inference.types import (
 )
 from uni_agent_core.inference.weights import load_weights
 from uni_agent_core.models.attention import use_grouped_query_attention
-from uni_agent_core.models.lm_head import float32_logits
+from uni_agent_core.models.lm_head import head_logits
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +102,6 @@ class HFEngine:
         self.model = use_grouped_query_attention(model.eval())
         self._decoder = model.base_model
         self._head = model.get_output_embeddings()
-        self._head_weight32: torch.Tensor | None = None
-        """A float32 copy of a low-precision head's weight (logits are float32, lm_head.py)."""
         self.device = next(model.parameters()).device
         self.tokenizer = tokenizer
         self.eos_token_ids = (
@@ -242,7 +240,6 @@ class HFEngine:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._executor, load_weights, self.model, state)
         self.policy_version = version
-        self._head_weight32 = None
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
         # KV of in-flight rows came from the old weights: recompute it on resume.
@@ -375,13 +372,8 @@ class HFEngine:
         return kv
 
     def _last_logits(self, hidden_B_T_H: torch.Tensor) -> torch.Tensor:
-        """Float32 logits at each row's last position (`lm_head.py`: the head in float32)."""
-        weight = self._head.weight
-        if weight.dtype != torch.float32:
-            if self._head_weight32 is None:
-                self._head_weight32 = weight.detach().float()
-            weight = self._head_weight32
-        return float32_logits(self._head, hidden_B_T_H[:, -1], weight)
+        """Float32 logits at each row's last position (`lm_head.py`, as in the trainer)."""
+        return head_logits(self._head, hidden_B_T_H[:, -1])
 
     def _decode(self) -> list[GenerationSequence]:
         rows = self._running

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from uni_agent_core.models.lm_head import float32_logits
+from uni_agent_core.models.lm_head import head_logprobs
 
 
 def decoder_and_head(model: Any) -> tuple[Any, Any]:
@@ -27,11 +27,12 @@ def decoder_and_head(model: Any) -> tuple[Any, Any]:
 def chunk_logprobs(
     head: Any, hidden_B_C_H: torch.Tensor, targets_B_C: torch.Tensor, temperature: float
 ) -> torch.Tensor:
-    logits = float32_logits(head, hidden_B_C_H)
-    if temperature != 1.0:
-        logits = logits / temperature
-    picked = torch.gather(logits, -1, targets_B_C.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(logits, dim=-1)
+    """Float32 logprobs of `targets` (any leading shape) under the head (`lm_head.py`)."""
+    shape = targets_B_C.shape
+    flat = head_logprobs(
+        head, hidden_B_C_H.reshape(-1, hidden_B_C_H.shape[-1]), targets_B_C.reshape(-1), temperature
+    )
+    return flat.view(shape)
 
 
 def token_logprobs(
