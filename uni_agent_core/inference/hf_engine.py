@@ -33,6 +33,7 @@ import torch
 
 from uni_agent_core.inference.compute_thread import compute_executor
 from uni_agent_core.inference.kv_batch import KVBatch
+from uni_agent_core.inference.packed_weights import pack_linear_weights
 from uni_agent_core.inference.prefix_cache import KV, PrefixCache
 from uni_agent_core.inference.sampling import SamplingParams, sample_tokens
 from uni_agent_core.inference.sequence import GenerationSequence
@@ -100,6 +101,7 @@ class HFEngine:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         self.model = use_grouped_query_attention(model.eval())
+        pack_linear_weights(self.model)  # bf16 on a CPU: oneDNN layout once (packed_weights.py)
         self._decoder = model.base_model
         self._head = model.get_output_embeddings()
         self.device = next(model.parameters()).device

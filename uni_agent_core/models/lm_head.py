@@ -44,7 +44,10 @@ def head_logits(head: Any, hidden: torch.Tensor) -> torch.Tensor:
     if hidden.dtype == torch.float32 or bias is not None:
         weight = weight if weight.dtype == torch.float32 else weight.float()
         return F.linear(hidden.float(), weight, None if bias is None else bias.float())
-    logits = F.linear(hidden, weight.to(hidden.dtype)).float()
+    if isinstance(head, torch.nn.Module) and weight.dtype == hidden.dtype:
+        logits = head(hidden).float()  # the module's own forward (an engine's packs its weight)
+    else:
+        logits = F.linear(hidden, weight.to(hidden.dtype)).float()
     top = logits.topk(min(EXACT_TOP, logits.shape[-1]), dim=-1).indices
     exact = torch.einsum("...h,...kh->...k", hidden.float(), weight[top].float())
     return logits.scatter_(-1, top, exact)
