@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from uni_agent_core.inference import GenerateRequest, HFEngine
-from uni_agent_core.inference.packed_weights import pack_linear_weights, packed
+from uni_agent_core.inference.packed_weights import pack_linear_weights
+from uni_agent_core.inference.packed_weights import packed_module as packed
 
 pytestmark = pytest.mark.skipif(
     not torch.backends.mkldnn.is_available(), reason="this PyTorch build has no oneDNN"
@@ -78,3 +79,29 @@ def test_a_bf16_engine_samples_the_same_tokens_and_logprobs_packed(tiny_policy) 
     plain_out = asyncio.run(generate(copy.deepcopy(model).to(torch.bfloat16), pack=False))
     assert packed_out.token_ids == plain_out.token_ids
     assert packed_out.logprobs == plain_out.logprobs
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q_proj = torch.nn.Linear(64, 96, bias=False)
+        self.k_proj = torch.nn.Linear(64, 32, bias=False)
+        self.v_proj = torch.nn.Linear(64, 32, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
+
+
+def test_sibling_projections_run_as_one_call_with_the_same_values() -> None:
+    torch.manual_seed(0)
+    fused = _Attention().to(torch.bfloat16)
+    plain = copy.deepcopy(fused)
+    assert pack_linear_weights(fused) == 3
+    x = torch.randn(16, 1, 64).to(torch.bfloat16)
+    with torch.inference_mode():
+        assert torch.equal(fused(x), plain(x))
+        assert torch.equal(fused.k_proj(x), plain.k_proj(x))  # alone: its own product
+        with torch.no_grad():
+            fused.v_proj.weight.mul_(2)
+            plain.v_proj.weight.mul_(2)
+        assert torch.equal(fused(x), plain(x))  # the stacked matrix was packed again
