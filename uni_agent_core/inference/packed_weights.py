@@ -50,8 +50,8 @@ def pack_linear_weights(model: torch.nn.Module) -> int:
             if all(_fusable(layer, layers[0]) for layer in layers):
                 fused = _FusedProjections(layers)
                 for index, layer in enumerate(layers):
-                    layer._packed_weight = fused
-                    layer.forward = types.MethodType(fused.forward_of(index), layer)
+                    layer._packed_weight, layer._fused_index = fused, index
+                    layer.forward = types.MethodType(_fused_linear_forward, layer)
                 packed += len(layers)
     for module in model.modules():
         if (
@@ -80,7 +80,12 @@ def _packable(weight: torch.Tensor) -> bool:
 
 
 class _PackedWeight:
-    """A packed copy of one weight, and what it was packed from."""
+    """A packed copy of one weight, and what it was packed from. A deep copy of its layer
+    (`copy.deepcopy` of the model) gets None and computes with the plain kernel: the same
+    values."""
+
+    def __deepcopy__(self, memo: dict) -> None:
+        return None
 
     def __init__(self, weight: torch.Tensor) -> None:
         self.source: torch.Tensor | None = None
@@ -104,19 +109,25 @@ class _PackedWeight:
 
 
 def _packed_linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    needs_grad = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
-    packed = (
-        None
-        if needs_grad or x.dtype != self.weight.dtype
-        else self._packed_weight.refresh(self.weight)
-    )
+    state: _PackedWeight | None = self._packed_weight
+    packed = None if state is None or not _packed_call(self, x) else state.refresh(self.weight)
     if packed is None:
         return F.linear(x, self.weight, self.bias)
     return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
 
 
+def _packed_call(layer: torch.nn.Linear, x: torch.Tensor) -> bool:
+    """True when `layer(x)` may use a packed weight: no gradient to compute, matching dtypes."""
+    needs_grad = torch.is_grad_enabled() and (x.requires_grad or layer.weight.requires_grad)
+    return not needs_grad and x.dtype == layer.weight.dtype
+
+
 class _FusedProjections:
-    """Sibling projections packed as one matrix; the first one's forward computes them all."""
+    """Sibling projections packed as one matrix; the first one's forward computes them all
+    (a deep copy of the model gets None, as with `_PackedWeight`)."""
+
+    def __deepcopy__(self, memo: dict) -> None:
+        return None
 
     def __init__(self, layers: list[torch.nn.Linear]) -> None:
         self.layers = layers
@@ -143,25 +154,10 @@ class _FusedProjections:
             self.sources, self.states = weights, states
         return self.packed
 
-    def forward_of(self, index: int) -> Any:
-        """The forward of sibling `index` (to bind to that layer)."""
-
-        def forward(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-            if index == 0:
-                return self._first(layer, x)
-            if self._input is x and index in self._pending:
-                out = self._pending.pop(index)
-                if not self._pending:
-                    self._input = None
-                return out
-            return F.linear(x, layer.weight, layer.bias)
-
-        return forward
-
-    def _first(self, layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    def first(self, layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """The first sibling's `layer(x)`; the others' products wait for them."""
         self._input, self._pending = None, {}
-        needs_grad = torch.is_grad_enabled() and (x.requires_grad or layer.weight.requires_grad)
-        packed = None if needs_grad or x.dtype != layer.weight.dtype else self.refresh()
+        packed = self.refresh() if _packed_call(layer, x) else None
         if packed is None:
             return F.linear(x, layer.weight, layer.bias)
         outs = torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "").split(
@@ -169,6 +165,26 @@ class _FusedProjections:
         )
         self._input, self._pending = x, dict(enumerate(outs[1:], start=1))
         return outs[0]
+
+    def take(self, index: int, x: torch.Tensor) -> torch.Tensor | None:
+        """Sibling `index`'s product of `x` if the first sibling computed it, else None."""
+        if self._input is not x or index not in self._pending:
+            return None
+        out = self._pending.pop(index)
+        if not self._pending:
+            self._input = None
+        return out
+
+
+def _fused_linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    fused: _FusedProjections | None = self._packed_weight
+    if fused is not None:
+        if self._fused_index == 0:
+            return fused.first(self, x)
+        out = fused.take(self._fused_index, x)
+        if out is not None:
+            return out
+    return F.linear(x, self.weight, self.bias)
 
 
 def packed_module(module: Any) -> bool:

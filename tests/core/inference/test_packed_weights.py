@@ -105,3 +105,20 @@ def test_sibling_projections_run_as_one_call_with_the_same_values() -> None:
             fused.v_proj.weight.mul_(2)
             plain.v_proj.weight.mul_(2)
         assert torch.equal(fused(x), plain(x))  # the stacked matrix was packed again
+
+
+def test_a_deep_copy_computes_with_its_own_weights() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_Attention(), torch.nn.Linear(160, 8, bias=False))
+    model = model.to(torch.bfloat16)
+    plain = copy.deepcopy(model)
+    pack_linear_weights(model)
+    copied = copy.deepcopy(model)  # falls back to the plain kernel: the same values
+    with torch.no_grad():
+        for parameters in (copied.parameters(), plain.parameters()):
+            for parameter in parameters:
+                parameter.mul_(2)
+    x = torch.randn(16, 64).to(torch.bfloat16)
+    with torch.inference_mode():
+        assert torch.equal(copied(x), plain(x))
+        assert not torch.equal(copied(x), model(x))  # not the original's packed weights
