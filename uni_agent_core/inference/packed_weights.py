@@ -163,7 +163,11 @@ class _FusedProjections:
         outs = torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "").split(
             self.widths, dim=-1
         )
-        self._input, self._pending = x, dict(enumerate(outs[1:], start=1))
+        # The siblings get copies: a view would keep the whole stacked product alive as long
+        # as it lives, and a value projection lives on in the KV and prefix caches (5x the
+        # memory of its own columns for SmolLM2's q/k/v).
+        self._input = x
+        self._pending = {i: out.contiguous() for i, out in enumerate(outs[1:], start=1)}
         return outs[0]
 
     def take(self, index: int, x: torch.Tensor) -> torch.Tensor | None:

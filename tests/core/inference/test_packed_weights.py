@@ -122,3 +122,15 @@ def test_a_deep_copy_computes_with_its_own_weights() -> None:
     with torch.inference_mode():
         assert torch.equal(copied(x), plain(x))
         assert not torch.equal(copied(x), model(x))  # not the original's packed weights
+
+
+def test_a_sibling_product_does_not_hold_the_stacked_one() -> None:
+    # a value projection lives on in the KV cache: it must not keep q and k alive with it
+    attention = _Attention().to(torch.bfloat16)
+    pack_linear_weights(attention)
+    x = torch.randn(4, 64).to(torch.bfloat16)
+    with torch.inference_mode():
+        attention.q_proj(x)  # computes q, k and v
+        attention.k_proj(x)
+        value = attention.v_proj(x)
+    assert value.untyped_storage().nbytes() == value.numel() * value.element_size()
