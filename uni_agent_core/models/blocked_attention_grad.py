@@ -25,6 +25,7 @@ width.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -193,53 +194,89 @@ def _blocked_backward(
 
     The queries are laid out query-major (`[G, S, g, D]`), so that a block of them is one
     contiguous `[G, n*g, D]` matrix. The scores and their gradients, which exp() and the softmax
-    correction amplify, are computed from float32 copies; the three products that only sum
-    them (dV, dQ, dK) run in the compute dtype, as the flash kernel's backward does.
+    correction amplify, are computed in float32; the three products that only sum them (dV, dQ,
+    dK) run in the compute dtype, as the flash kernel's backward does.
+
+    Each float32 product comes out of one matmul, its row offset included: the operands carry
+    one more column (`[scale * q, -lse] . [k, 1] = scale * q.k - lse`, and likewise
+    `scale * (dO.v - rowsum(dO * O))`), so no pass over a block's scores broadcasts the offset.
+    A block's scores live in `_workspace` buffers that every block and call reuses: fresh
+    multi-megabyte tensors per block cost page faults that took longer than the arithmetic.
     """
     kv_heads, groups, length, dim = query_G_g_S_D.shape
-    dtype = query_G_g_S_D.dtype
+    keys = key_G_K_D.shape[1]
 
     def query_major(x: torch.Tensor) -> torch.Tensor:
         return x.transpose(1, 2).contiguous()
 
     query = query_major(query_G_g_S_D)
-    query_f32 = query.float()
     grad_out = query_major(grad_out_G_g_S_D)
     grad_out_f32 = grad_out.float()
-    key_f32, value_f32 = key_G_K_D.float(), value_G_K_D.float()
-    # rowsum(dO * O), the softmax backward's correction term: [G, S, g]
-    delta = (grad_out_f32 * query_major(out_G_g_S_D).float()).sum(-1)
+    # rowsum(dO * O), the softmax backward's correction term: [G, S, g, 1]
+    delta = (grad_out_f32 * query_major(out_G_g_S_D).float()).sum(-1, keepdim=True)
     # a query that sees no key has lse -inf and no gradient: +inf makes its probabilities 0
-    lse = query_major(lse_G_g_S)
+    lse = query_major(lse_G_g_S).unsqueeze(-1)
     lse = lse.masked_fill(lse.isneginf(), float("inf"))
-    grad_query = torch.zeros_like(query)
-    grad_key = torch.zeros(key_f32.shape, dtype=torch.float32, device=key_f32.device)
+    query_aug = torch.cat([query.float().mul_(scale), lse.neg()], dim=-1)
+    grad_out_aug = torch.cat([grad_out_f32.mul_(scale), delta.mul_(-scale)], dim=-1)
+    ones = torch.ones((kv_heads, keys, 1), dtype=torch.float32, device=key_G_K_D.device)
+    key_aug = torch.cat([key_G_K_D.float(), ones], dim=-1)
+    value_aug = torch.cat([value_G_K_D.float(), ones], dim=-1)
+    grad_query = torch.empty_like(query)
+    grad_key = torch.zeros((kv_heads, keys, dim), dtype=torch.float32, device=query.device)
     grad_value = torch.zeros_like(grad_key)
+    buffers = _workspace.take(kv_heads * QUERY_BLOCK * groups * keys, query.dtype, query.device)
     for first, last, masked_from, end in bounds:
-        if end == 0:
-            continue
         n = last - first
+        if end == 0:
+            grad_query[:, first:last] = 0
+            continue
 
         def block(x: torch.Tensor, first: int = first, last: int = last) -> torch.Tensor:
             return x[:, first:last].reshape(kv_heads, (last - first) * groups, -1)
 
-        probs = torch.baddbmm(
-            block(lse), block(query_f32), key_f32[:, :end].transpose(1, 2), beta=-1.0, alpha=scale
-        ).exp_()
+        probs, grad_scores, probs_c, grad_scores_c = (
+            buffer[: kv_heads * n * groups * end].view(kv_heads, n * groups, end)
+            for buffer in buffers
+        )
+        torch.bmm(block(query_aug), key_aug[:, :end].transpose(1, 2), out=probs).exp_()
         if masked_from < end:
             tail = probs.view(kv_heads, n, groups, end)[..., masked_from:]
             tail.masked_fill_(~visible_S_K[first:last, None, masked_from:end], 0.0)
-        grad_value[:, :end] += torch.bmm(probs.to(dtype).transpose(1, 2), block(grad_out))
-        grad_scores = torch.baddbmm(
-            block(delta),
-            block(grad_out_f32),
-            value_f32[:, :end].transpose(1, 2),
-            beta=-scale,
-            alpha=scale,
-        )
-        grad_scores = probs.mul_(grad_scores).to(dtype)
-        grad_query[:, first:last] = torch.bmm(grad_scores, key_G_K_D[:, :end]).view(
+        probs_c.copy_(probs)
+        grad_value[:, :end] += torch.bmm(probs_c.transpose(1, 2), block(grad_out))
+        torch.bmm(block(grad_out_aug), value_aug[:, :end].transpose(1, 2), out=grad_scores)
+        grad_scores_c.copy_(grad_scores.mul_(probs))
+        grad_query[:, first:last] = torch.bmm(grad_scores_c, key_G_K_D[:, :end]).view(
             kv_heads, n, groups, dim
         )
-        grad_key[:, :end] += torch.bmm(grad_scores.transpose(1, 2), block(query))
+        grad_key[:, :end] += torch.bmm(grad_scores_c.transpose(1, 2), block(query))
+    dtype = query.dtype
     return grad_query.transpose(1, 2), grad_key.to(dtype), grad_value.to(dtype)
+
+
+class _Workspace(threading.local):
+    """The score buffers of the blocked backward, kept per thread and grown on demand: two
+    float32 (probabilities, score gradients) and their two compute-dtype copies."""
+
+    def __init__(self) -> None:
+        self.buffers: tuple[torch.Tensor, ...] = ()
+
+    def take(
+        self, numel: int, dtype: torch.dtype, device: torch.device
+    ) -> tuple[torch.Tensor, ...]:
+        current = self.buffers
+        if (
+            not current
+            or current[0].numel() < numel
+            or current[2].dtype != dtype
+            or current[0].device != device
+        ):
+            self.buffers = tuple(
+                torch.empty(numel, dtype=kind, device=device)
+                for kind in (torch.float32, torch.float32, dtype, dtype)
+            )
+        return self.buffers
+
+
+_workspace = _Workspace()
