@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from uni_agent_core.host_memory import keep_freed_memory_for_reuse
 from uni_agent_core.inference.compute_thread import compute_executor
 from uni_agent_core.inference.kv_batch import KVBatch
 from uni_agent_core.inference.packed_weights import pack_linear_weights
@@ -105,6 +106,8 @@ class HFEngine:
         self._decoder = model.base_model
         self._head = model.get_output_embeddings()
         self.device = next(model.parameters()).device
+        if self.device.type == "cpu":
+            keep_freed_memory_for_reuse()  # no page faults per large tensor (host_memory.py)
         self.tokenizer = tokenizer
         self.eos_token_ids = (
             frozenset(eos_token_ids) if eos_token_ids is not None else _eos_ids_of(model)

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from uni_agent_core.config.training import TrainerConfig
-from uni_agent_core.host_memory import release_host_memory
+from uni_agent_core.host_memory import keep_freed_memory_for_reuse, release_host_memory
 from uni_agent_core.rl.algorithms import (
     PolicyLoss,
     episode_advantages,
@@ -164,6 +164,8 @@ class EmbeddedTrainer:
         self.micro_batch_tokens = micro_batch_tokens
         self.shared_prefix = shared_prefix and not gradient_checkpointing
         self.device = next(model.parameters()).device
+        if self.device.type == "cpu":
+            keep_freed_memory_for_reuse()  # no page faults per large tensor (host_memory.py)
         if gradient_checkpointing:
             _checkpoint_layers(self.compute_model)
         self.optimizer = torch.optim.AdamW(
