@@ -26,6 +26,7 @@ another implementation (flash attention on a GPU, `eager`) keeps it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -61,6 +62,7 @@ def grouped_query_attention(
     batch, heads, length, dim = query.shape
     kv_heads = key.shape[1]
     groups = heads // kv_heads
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     if length == 1 and groups > 1:
         folded = query.reshape(batch, kv_heads, groups, dim)
         out = F.scaled_dot_product_attention(
@@ -68,14 +70,10 @@ def grouped_query_attention(
         )
         out = out.reshape(batch, heads, 1, dim)
     elif uses_blocked_grad(query, key, value, attention_mask) and dropout == 0.0:
-        causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
-        if attention_mask is None and causal:  # what `is_causal=True` means to sdpa: top-left
-            attention_mask = torch.ones(
-                (length, key.shape[2]), dtype=torch.bool, device=query.device
-            ).tril()[None, None]
+        if attention_mask is None and causal:
+            attention_mask = _top_left_causal_mask(length, key.shape[2], query.device)
         out = attention_with_blocked_grad(query, key, value, attention_mask, scaling)
     else:
-        causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
         out = F.scaled_dot_product_attention(
             query,
             key,
@@ -87,6 +85,14 @@ def grouped_query_attention(
             enable_gqa=groups > 1,
         )
     return out.transpose(1, 2).contiguous(), None
+
+
+@functools.lru_cache(maxsize=1)
+def _top_left_causal_mask(length: int, keys: int, device: torch.device) -> torch.Tensor:
+    """What `is_causal=True` means to sdpa (top-left aligned) as a boolean `[1, 1, S, T]` mask:
+    the last shape's tensor is kept (one, since it holds S x T bytes), so that every layer of a
+    forward hands the blocked backward the same mask and its per-mask plan is worked out once."""
+    return torch.ones((length, keys), dtype=torch.bool, device=device).tril()[None, None]
 
 
 def register_grouped_query_attention() -> None:
