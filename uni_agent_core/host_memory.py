@@ -29,18 +29,24 @@ import ctypes.util
 import functools
 import gc
 from collections.abc import Callable
+from typing import Any
+
+
+def _glibc_function(name: str, argtypes: list[Any]) -> Callable[..., int] | None:
+    """The C library's function `name` returning int, or None where it has none (not glibc:
+    macOS, musl; or no C library found)."""
+    try:
+        function = getattr(ctypes.CDLL(ctypes.util.find_library("c")), name)
+    except (OSError, AttributeError, TypeError):
+        return None
+    function.argtypes, function.restype = argtypes, ctypes.c_int
+    return function
 
 
 @functools.cache
 def malloc_trim() -> Callable[[int], int] | None:
     """glibc's `malloc_trim(pad)`, or None where the C library has none (macOS, musl)."""
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError, TypeError):  # not glibc, or no C library found
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
+    return _glibc_function("malloc_trim", [ctypes.c_size_t])
 
 
 def release_host_memory() -> bool:
@@ -68,10 +74,7 @@ def keep_freed_memory_for_reuse() -> bool:
     Process-wide and idempotent (the first call sets it). Returns:
         True when glibc took both settings, False elsewhere.
     """
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError, TypeError):  # not glibc, or no C library found
+    mallopt = _glibc_function("mallopt", [ctypes.c_int, ctypes.c_int])
+    if mallopt is None:
         return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
