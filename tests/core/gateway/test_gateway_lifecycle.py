@@ -275,10 +275,13 @@ def _free_port() -> int:
 
 
 def test_sigterm_stops_the_server_within_seconds_while_it_generates() -> None:
-    # The test needs a generation still running when the signal comes. The tiny policy's
-    # greedy reply sometimes meets a stop token within half a second of a fresh server (seen in
-    # CI: a 200 answer before the signal), so such a start is retried with a new server.
-    for _ in range(3):
+    # The test needs a generation still running when the grace period ends. The tiny policy's
+    # greedy reply is not the same from one server start to the next (its random-init logits
+    # are near ties, so float rounding picks the token): about one reply in eight meets the
+    # stop token within 1,500 tokens, and one that does so before or during the 2 s grace
+    # rightly gets its 200 (seen in CI). Such a start tells nothing, and is retried with a new
+    # server.
+    for _ in range(4):
         server, url = _serve("--model", "tiny")
         try:
             outcome = _ask_then_terminate(server, url)
@@ -289,7 +292,7 @@ def test_sigterm_stops_the_server_within_seconds_while_it_generates() -> None:
         if outcome is not None:
             break
     else:
-        raise AssertionError("each of 3 replies finished before the signal; nothing was tested")
+        raise AssertionError("each of 4 replies ended on its own; nothing was tested")
     # The client saw its request cut (a 500 from uvicorn, or the connection dropped), not an
     # answer the server finished generating after it was told to stop.
     assert isinstance(outcome, httpx.HTTPError) or outcome.status_code == 500
@@ -299,8 +302,8 @@ def _ask_then_terminate(
     server: subprocess.Popen, url: str
 ) -> httpx.Response | httpx.HTTPError | None:
     """Start a long greedy reply, SIGTERM the server while it generates, check that it stops
-    within seconds; return what the client got, or None when the reply ended before the
-    signal."""
+    within seconds; return what the client got, or None when the reply ended on its own (a
+    stop token before the signal or within the grace period)."""
     created = httpx.post(url + "/sessions", json={}, timeout=10).json()
     body = {**CHAT, "max_tokens": 8000, "temperature": 0.0}
     outcome: list[httpx.Response | httpx.HTTPError] = []
@@ -329,7 +332,17 @@ def _ask_then_terminate(
     assert time.monotonic() - stopping < 6.0
     asker.join(timeout=10)
     (answer,) = outcome
+    if _ended_on_its_own(answer):
+        return None
     return answer
+
+
+def _ended_on_its_own(answer: httpx.Response | httpx.HTTPError) -> bool:
+    return (
+        isinstance(answer, httpx.Response)
+        and answer.status_code == 200
+        and answer.json()["choices"][0]["finish_reason"] == "stop"
+    )
 
 
 def test_the_max_total_tokens_flag_caps_every_session() -> None:
