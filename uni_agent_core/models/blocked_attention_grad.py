@@ -1,6 +1,6 @@
 """Training attention for bf16 on a CPU: the flash kernel forward, a blocked matmul backward.
 
-PyTorch's CPU flash-attention backward does not profit from bf16: on these cores one SmolLM2
+PyTorch's CPU flash-attention backward does not profit from bf16: on 2 EPYC cores one SmolLM2
 layer of a training row (9 query heads over 3 key/value heads, 600 queries after a 879-token
 prefix) took 4 ms forward and about 28 ms backward, in bf16 as in float32, and that backward
 was 39% of a bf16 trainer step. `attention_with_blocked_grad` keeps the flash kernel's forward
@@ -13,6 +13,11 @@ the flash kernel's own bf16 backward):
     dV = P^T dO
     dS = P * (dO V^T - rowsum(dO * O)) * scale
     dQ = dS K,  dK = dS^T Q
+
+The two score products (`Q K^T`, `dO V^T`) take bf16 operands and need float32 results. On a
+CPU with AMX the native kernel of `cpu_kernels.py` computes a block's `P` and `dS` in one pass
+(bf16 brgemm with float32 accumulators); elsewhere float32 matmuls do (`_PythonScores`). On 2
+Xeon cores with AMX, that layer's forward and backward took 21 ms with the kernel, 25 without.
 
 Query heads are folded onto their key/value head (`[B, Hq, S, D]` -> `[B, Hkv, g*S, D]`, as
 the decode path of `attention.grouped_query_attention` does), so keys and values are never
@@ -31,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from uni_agent_core.models.cpu_kernels import attention_scores_ops
 
 QUERY_BLOCK = 64
 """Queries (per query head) whose probabilities one backward block holds: 64 x 9 heads x 1,479
@@ -193,15 +200,10 @@ def _blocked_backward(
     """One batch element's gradients (G key/value heads, g query heads each).
 
     The queries are laid out query-major (`[G, S, g, D]`), so that a block of them is one
-    contiguous `[G, n*g, D]` matrix. The scores and their gradients, which exp() and the softmax
-    correction amplify, are computed in float32; the three products that only sum them (dV, dQ,
-    dK) run in the compute dtype, as the flash kernel's backward does.
-
-    Each float32 product comes out of one matmul, its row offset included: the operands carry
-    one more column (`[scale * q, -lse] . [k, 1] = scale * q.k - lse`, and likewise
-    `scale * (dO.v - rowsum(dO * O))`), so no pass over a block's scores broadcasts the offset.
-    A block's scores live in `_workspace` buffers that every block and call reuses: fresh
-    multi-megabyte tensors per block cost page faults that took longer than the arithmetic.
+    contiguous `[G, n*g, D]` matrix. A block's probabilities and score gradients, which exp()
+    and the softmax correction amplify, are computed from float32 products (`_NativeScores` or
+    `_PythonScores`) and handed over in the compute dtype; the three products that only sum
+    them (dV, dQ, dK) run in the compute dtype, as the flash kernel's backward does.
     """
     kv_heads, groups, length, dim = query_G_g_S_D.shape
     keys = key_G_K_D.shape[1]
@@ -211,71 +213,165 @@ def _blocked_backward(
 
     query = query_major(query_G_g_S_D)
     grad_out = query_major(grad_out_G_g_S_D)
-    grad_out_f32 = grad_out.float()
-    # rowsum(dO * O), the softmax backward's correction term: [G, S, g, 1]
-    delta = (grad_out_f32 * query_major(out_G_g_S_D).float()).sum(-1, keepdim=True)
+    # rowsum(dO * O), the softmax backward's correction term: [G, S, g]
+    delta = (grad_out.float() * query_major(out_G_g_S_D).float()).sum(-1)
     # a query that sees no key has lse -inf and no gradient: +inf makes its probabilities 0
-    lse = query_major(lse_G_g_S).unsqueeze(-1)
+    lse = query_major(lse_G_g_S)
     lse = lse.masked_fill(lse.isneginf(), float("inf"))
-    query_aug = torch.cat([query.float().mul_(scale), lse.neg()], dim=-1)
-    grad_out_aug = torch.cat([grad_out_f32.mul_(scale), delta.mul_(-scale)], dim=-1)
-    ones = torch.ones((kv_heads, keys, 1), dtype=torch.float32, device=key_G_K_D.device)
-    key_aug = torch.cat([key_G_K_D.float(), ones], dim=-1)
-    value_aug = torch.cat([value_G_K_D.float(), ones], dim=-1)
+    ops = attention_scores_ops() if query.dtype == torch.bfloat16 else None
+    scores = (
+        _NativeScores(ops, query, key_G_K_D, value_G_K_D, grad_out, lse, delta, scale)
+        if ops is not None
+        else _PythonScores(query, key_G_K_D, value_G_K_D, grad_out, lse, delta, scale)
+    )
     grad_query = torch.empty_like(query)
     grad_key = torch.zeros((kv_heads, keys, dim), dtype=torch.float32, device=query.device)
     grad_value = torch.zeros_like(grad_key)
-    buffers = _workspace.take(kv_heads * QUERY_BLOCK * groups * keys, query.dtype, query.device)
     for first, last, masked_from, end in bounds:
         n = last - first
         if end == 0:
             grad_query[:, first:last] = 0
             continue
-
-        def block(x: torch.Tensor, first: int = first, last: int = last) -> torch.Tensor:
-            return x[:, first:last].reshape(kv_heads, (last - first) * groups, -1)
-
-        probs, grad_scores, probs_c, grad_scores_c = (
-            buffer[: kv_heads * n * groups * end].view(kv_heads, n * groups, end)
-            for buffer in buffers
+        probs, grad_scores = scores.block(first, last, masked_from, end, visible_S_K)
+        rows = (kv_heads, n * groups, dim)
+        grad_value[:, :end] += torch.bmm(
+            probs.transpose(1, 2), grad_out[:, first:last].reshape(rows)
         )
-        torch.bmm(block(query_aug), key_aug[:, :end].transpose(1, 2), out=probs).exp_()
-        if masked_from < end:
-            tail = probs.view(kv_heads, n, groups, end)[..., masked_from:]
-            tail.masked_fill_(~visible_S_K[first:last, None, masked_from:end], 0.0)
-        probs_c.copy_(probs)
-        grad_value[:, :end] += torch.bmm(probs_c.transpose(1, 2), block(grad_out))
-        torch.bmm(block(grad_out_aug), value_aug[:, :end].transpose(1, 2), out=grad_scores)
-        grad_scores_c.copy_(grad_scores.mul_(probs))
-        grad_query[:, first:last] = torch.bmm(grad_scores_c, key_G_K_D[:, :end]).view(
+        grad_query[:, first:last] = torch.bmm(grad_scores, key_G_K_D[:, :end]).view(
             kv_heads, n, groups, dim
         )
-        grad_key[:, :end] += torch.bmm(grad_scores_c.transpose(1, 2), block(query))
+        grad_key[:, :end] += torch.bmm(
+            grad_scores.transpose(1, 2), query[:, first:last].reshape(rows)
+        )
     dtype = query.dtype
     return grad_query.transpose(1, 2), grad_key.to(dtype), grad_value.to(dtype)
 
 
+class _NativeScores:
+    """A block's probabilities and score gradients from the native kernel (`cpu_kernels.py`):
+    bf16 products with float32 accumulation, exp and correction applied per tile in cache."""
+
+    def __init__(
+        self,
+        ops: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        grad_out: torch.Tensor,
+        lse: torch.Tensor,
+        delta: torch.Tensor,
+        scale: float,
+    ) -> None:
+        self.ops, self.scale = ops, scale
+        self.query, self.grad_out, self.lse, self.delta = query, grad_out, lse, delta
+        self.keys_packed = ops.pack_keys(key.contiguous())
+        self.values_packed = ops.pack_keys(value.contiguous())
+        kv_heads, length, groups, _ = query.shape
+        numel = kv_heads * QUERY_BLOCK * groups * key.shape[1]
+        self.buffers = _workspace.take(numel, (query.dtype, query.dtype), query.device)
+
+    def block(
+        self, first: int, last: int, masked_from: int, end: int, visible_S_K: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        kv_heads, _, groups, _ = self.query.shape
+        shape = (kv_heads, (last - first) * groups, end)
+        probs, grad_scores = (b[: shape[0] * shape[1] * end].view(shape) for b in self.buffers)
+
+        def rows(x: torch.Tensor) -> torch.Tensor:
+            return x[:, first:last].reshape(kv_heads, shape[1], *x.shape[3:])
+
+        self.ops.attention_grad_scores(
+            rows(self.query),
+            self.keys_packed,
+            rows(self.grad_out),
+            self.values_packed,
+            rows(self.lse),
+            rows(self.delta),
+            visible_S_K[first:last],
+            masked_from,
+            groups,
+            self.scale,
+            probs,
+            grad_scores,
+        )
+        return probs, grad_scores
+
+
+class _PythonScores:
+    """A block's probabilities and score gradients from float32 matmuls.
+
+    Each float32 product comes out of one matmul, its row offset included: the operands carry
+    one more column (`[scale * q, -lse] . [k, 1] = scale * q.k - lse`, and likewise
+    `scale * (dO.v - rowsum(dO * O))`), so no pass over a block's scores broadcasts the offset.
+    A block's scores live in `_workspace` buffers that every block and call reuses: fresh
+    multi-megabyte tensors per block cost page faults that took longer than the arithmetic.
+    """
+
+    def __init__(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        grad_out: torch.Tensor,
+        lse: torch.Tensor,
+        delta: torch.Tensor,
+        scale: float,
+    ) -> None:
+        kv_heads, _, groups, _ = query.shape
+        keys = key.shape[1]
+        self.groups = groups
+        self.query_aug = torch.cat([query.float().mul_(scale), lse.neg().unsqueeze(-1)], dim=-1)
+        self.grad_out_aug = torch.cat(
+            [grad_out.float().mul_(scale), delta.mul(-scale).unsqueeze(-1)], dim=-1
+        )
+        ones = torch.ones((kv_heads, keys, 1), dtype=torch.float32, device=key.device)
+        self.key_aug = torch.cat([key.float(), ones], dim=-1)
+        self.value_aug = torch.cat([value.float(), ones], dim=-1)
+        numel = kv_heads * QUERY_BLOCK * groups * keys
+        kinds = (torch.float32, torch.float32, query.dtype, query.dtype)
+        self.buffers = _workspace.take(numel, kinds, query.device)
+
+    def block(
+        self, first: int, last: int, masked_from: int, end: int, visible_S_K: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        kv_heads, groups = self.key_aug.shape[0], self.groups
+        n = last - first
+        probs, grad_scores, probs_c, grad_scores_c = (
+            buffer[: kv_heads * n * groups * end].view(kv_heads, n * groups, end)
+            for buffer in self.buffers
+        )
+
+        def rows(x: torch.Tensor) -> torch.Tensor:
+            return x[:, first:last].reshape(kv_heads, n * groups, -1)
+
+        torch.bmm(rows(self.query_aug), self.key_aug[:, :end].transpose(1, 2), out=probs).exp_()
+        if masked_from < end:
+            tail = probs.view(kv_heads, n, groups, end)[..., masked_from:]
+            tail.masked_fill_(~visible_S_K[first:last, None, masked_from:end], 0.0)
+        probs_c.copy_(probs)
+        torch.bmm(rows(self.grad_out_aug), self.value_aug[:, :end].transpose(1, 2), out=grad_scores)
+        grad_scores_c.copy_(grad_scores.mul_(probs))
+        return probs_c, grad_scores_c
+
+
 class _Workspace(threading.local):
-    """The score buffers of the blocked backward, kept per thread and grown on demand: two
-    float32 (probabilities, score gradients) and their two compute-dtype copies."""
+    """The score buffers of the blocked backward, kept per thread and grown on demand (the
+    Python scores: two float32 and two compute-dtype; the native ones: two compute-dtype)."""
 
     def __init__(self) -> None:
         self.buffers: tuple[torch.Tensor, ...] = ()
 
     def take(
-        self, numel: int, dtype: torch.dtype, device: torch.device
+        self, numel: int, kinds: tuple[torch.dtype, ...], device: torch.device
     ) -> tuple[torch.Tensor, ...]:
         current = self.buffers
         if (
-            not current
+            len(current) != len(kinds)
+            or any(b.dtype != kind for b, kind in zip(current, kinds, strict=True))
             or current[0].numel() < numel
-            or current[2].dtype != dtype
             or current[0].device != device
         ):
-            self.buffers = tuple(
-                torch.empty(numel, dtype=kind, device=device)
-                for kind in (torch.float32, torch.float32, dtype, dtype)
-            )
+            self.buffers = tuple(torch.empty(numel, dtype=kind, device=device) for kind in kinds)
         return self.buffers
 
 

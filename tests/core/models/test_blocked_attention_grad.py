@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from uni_agent_core.models import blocked_attention_grad
+from uni_agent_core.models import blocked_attention_grad, cpu_kernels
 from uni_agent_core.models.attention import grouped_query_attention
 from uni_agent_core.models.blocked_attention_grad import (
     attention_with_blocked_grad,
@@ -105,3 +105,33 @@ def test_the_registered_attention_routes_bf16_training_through_it() -> None:
     causal = _prefix_causal(9, 9)
     _, blocked = _grads(attention_with_blocked_grad, query, key, value, grad_out, causal)
     assert all(torch.equal(a, b) for a, b in zip(grads, blocked, strict=True))
+
+
+@pytest.fixture
+def native_kernel():
+    if cpu_kernels.attention_scores_ops() is None:
+        pytest.skip("the native attention kernel does not run on this CPU (needs AVX-512 and AMX)")
+
+
+@pytest.mark.parametrize("length,keys,dim", [(150, 230, 16), (100, 260, 64), (7, 7, 32)])
+def test_the_native_kernel_computes_what_the_python_path_does(
+    length: int, keys: int, dim: int, native_kernel, monkeypatch
+) -> None:
+    # several query blocks, key counts that are not a multiple of the kernel's 64-key tiles,
+    # a causal tail in each block, padding keys and queries that see nothing
+    monkeypatch.setattr(blocked_attention_grad, "QUERY_BLOCK", 32)
+    generator = torch.Generator().manual_seed(3)
+    query, key, value, grad_out = (
+        torch.randn(2, heads, rows, dim, generator=generator).bfloat16()
+        for heads, rows in ((6, length), (2, keys), (2, keys), (6, length))
+    )
+    mask = _prefix_causal(length, keys, batch=2)
+    mask[1, :, :, keys - 3 :] = False
+    mask[1, :, length - 2 :] = False
+    _, native = _grads(attention_with_blocked_grad, query, key, value, grad_out, mask)
+    monkeypatch.setattr(blocked_attention_grad, "attention_scores_ops", lambda: None)
+    _, python = _grads(attention_with_blocked_grad, query, key, value, grad_out, mask)
+    for mine, theirs in zip(native, python, strict=True):
+        # the same float32 products; only exp's last bits and bf16 rounding of results differ
+        assert _relative(mine, theirs) < 2e-3
+    assert native[0][1, :, length - 2 :].abs().max() == 0
