@@ -40,8 +40,13 @@ import torch
 from uni_agent_core.models.cpu_kernels import attention_scores_ops
 
 QUERY_BLOCK = 64
-"""Queries (per query head) whose probabilities one backward block holds: 64 x 9 heads x 1,479
-keys is 3.4 MB of float32, which stays in cache (blocks of 256 were 40% slower here)."""
+"""Queries (per query head) whose probabilities one backward block holds, on the float32 path:
+64 x 9 heads x 1,479 keys is 3.4 MB of float32, which stays in cache (blocks of 256 were 40%
+slower on 2 EPYC cores)."""
+NATIVE_QUERY_BLOCK = 128
+"""The same with the native kernel, which keeps its float32 tiles to itself: larger blocks give
+the three bf16 products that remain longer inner dimensions (one SmolLM2 layer's forward and
+backward: 19.6 ms with blocks of 64, 17.7 with 128, 17.5 with 256)."""
 
 
 def uses_blocked_grad(
@@ -97,7 +102,8 @@ def _mask_plan(
     mask: torch.Tensor | None, batch: int, length: int, keys: int, groups: int, like: torch.Tensor
 ) -> _MaskPlan:
     global _last_plan
-    shape = (batch, length, keys, groups, like.dtype, like.device)
+    block = _query_block(like.dtype)
+    shape = (batch, length, keys, groups, like.dtype, like.device, block)
     if mask is not None and _last_plan is not None:
         source, cached_shape, plan = _last_plan
         if source() is mask and cached_shape == shape:
@@ -112,11 +118,20 @@ def _mask_plan(
     plan = _MaskPlan(
         visible_B_S_K=visible,
         additive_B_1_gS_K=additive.repeat(1, groups, 1).unsqueeze(1),
-        bounds=[_block_bounds(visible[b], QUERY_BLOCK) for b in range(batch)],
+        bounds=[_block_bounds(visible[b], block) for b in range(batch)],
     )
     if mask is not None:
         _last_plan = (weakref.ref(mask), shape, plan)
     return plan
+
+
+def _native_scores(dtype: torch.dtype) -> Any | None:
+    """The native kernel's operators where they compute this dtype's scores, else None."""
+    return attention_scores_ops() if dtype == torch.bfloat16 else None
+
+
+def _query_block(dtype: torch.dtype) -> int:
+    return QUERY_BLOCK if _native_scores(dtype) is None else NATIVE_QUERY_BLOCK
 
 
 def _fold(x_B_H_S_D: torch.Tensor, kv_heads: int) -> torch.Tensor:
@@ -218,12 +233,10 @@ def _blocked_backward(
     # a query that sees no key has lse -inf and no gradient: +inf makes its probabilities 0
     lse = query_major(lse_G_g_S)
     lse = lse.masked_fill(lse.isneginf(), float("inf"))
-    ops = attention_scores_ops() if query.dtype == torch.bfloat16 else None
-    scores = (
-        _NativeScores(ops, query, key_G_K_D, value_G_K_D, grad_out, lse, delta, scale)
-        if ops is not None
-        else _PythonScores(query, key_G_K_D, value_G_K_D, grad_out, lse, delta, scale)
-    )
+    ops = _native_scores(query.dtype)
+    block_rows = max(last - first for first, last, _, _ in bounds)
+    operands = (query, key_G_K_D, value_G_K_D, grad_out, lse, delta, scale, block_rows)
+    scores = _NativeScores(ops, *operands) if ops is not None else _PythonScores(*operands)
     grad_query = torch.empty_like(query)
     grad_key = torch.zeros((kv_heads, keys, dim), dtype=torch.float32, device=query.device)
     grad_value = torch.zeros_like(grad_key)
@@ -261,13 +274,14 @@ class _NativeScores:
         lse: torch.Tensor,
         delta: torch.Tensor,
         scale: float,
+        block_rows: int,
     ) -> None:
         self.ops, self.scale = ops, scale
         self.query, self.grad_out, self.lse, self.delta = query, grad_out, lse, delta
         self.keys_packed = ops.pack_keys(key.contiguous())
         self.values_packed = ops.pack_keys(value.contiguous())
-        kv_heads, length, groups, _ = query.shape
-        numel = kv_heads * QUERY_BLOCK * groups * key.shape[1]
+        kv_heads, _, groups, _ = query.shape
+        numel = kv_heads * block_rows * groups * key.shape[1]
         self.buffers = _workspace.take(numel, (query.dtype, query.dtype), query.device)
 
     def block(
@@ -316,6 +330,7 @@ class _PythonScores:
         lse: torch.Tensor,
         delta: torch.Tensor,
         scale: float,
+        block_rows: int,
     ) -> None:
         kv_heads, _, groups, _ = query.shape
         keys = key.shape[1]
@@ -327,7 +342,7 @@ class _PythonScores:
         ones = torch.ones((kv_heads, keys, 1), dtype=torch.float32, device=key.device)
         self.key_aug = torch.cat([key.float(), ones], dim=-1)
         self.value_aug = torch.cat([value.float(), ones], dim=-1)
-        numel = kv_heads * QUERY_BLOCK * groups * keys
+        numel = kv_heads * block_rows * groups * keys
         kinds = (torch.float32, torch.float32, query.dtype, query.dtype)
         self.buffers = _workspace.take(numel, kinds, query.device)
 

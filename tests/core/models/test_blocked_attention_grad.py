@@ -48,6 +48,7 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def test_gradients_match_float32_attention(length: int, keys: int, monkeypatch) -> None:
     # several query blocks, the last one partial, and a causal tail inside each
     monkeypatch.setattr(blocked_attention_grad, "QUERY_BLOCK", 32)
+    monkeypatch.setattr(blocked_attention_grad, "NATIVE_QUERY_BLOCK", 32)
     query, key, value, grad_out = _inputs(length, keys, torch.bfloat16)
     mask = _prefix_causal(length, keys)
     out, grads = _grads(attention_with_blocked_grad, query, key, value, grad_out, mask)
@@ -120,6 +121,7 @@ def test_the_native_kernel_computes_what_the_python_path_does(
     # several query blocks, key counts that are not a multiple of the kernel's 64-key tiles,
     # a causal tail in each block, padding keys and queries that see nothing
     monkeypatch.setattr(blocked_attention_grad, "QUERY_BLOCK", 32)
+    monkeypatch.setattr(blocked_attention_grad, "NATIVE_QUERY_BLOCK", 32)
     generator = torch.Generator().manual_seed(3)
     query, key, value, grad_out = (
         torch.randn(2, heads, rows, dim, generator=generator).bfloat16()

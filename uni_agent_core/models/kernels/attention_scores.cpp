@@ -36,23 +36,24 @@ constexpr int64_t kColTile = 64;  // keys per packed column tile (brgemm's wides
 bool available() { return at::native::cpublas::could_pack(at::kBFloat16); }
 
 // keys [G, N, D] bf16 -> [G, T, D, kColTile] bf16: the transposed keys in brgemm's packed
-// layout, T column tiles (N rounded up with zero keys).
+// layout for AMX, T column tiles (N rounded up with zero keys). That layout is VNNI: tile t
+// holds, for each pair of dimensions (2j, 2j+1), the 64 keys' pairs side by side, so as 32-bit
+// words it is the transpose of the keys' words ([64, D/2] -> [D/2, 64]). One transpose, 3x
+// faster than `cpublas::pack` per tile, and the same bytes.
 at::Tensor pack_keys(const at::Tensor& keys) {
-  TORCH_CHECK(keys.dim() == 3 && keys.scalar_type() == at::kBFloat16,
-              "pack_keys takes [G, N, D] bf16 keys, got ", keys.sizes(), " ", keys.scalar_type());
+  TORCH_CHECK(keys.dim() == 3 && keys.scalar_type() == at::kBFloat16 && keys.size(2) % 2 == 0,
+              "pack_keys takes [G, N, D] bf16 keys with D even, got ", keys.sizes(), " ",
+              keys.scalar_type());
   const int64_t heads = keys.size(0), n = keys.size(1), d = keys.size(2);
   const int64_t tiles = (n + kColTile - 1) / kColTile;
-  at::Tensor plain = at::zeros({heads, d, tiles * kColTile}, keys.options());
-  plain.narrow(2, 0, n).copy_(keys.transpose(1, 2));
-  at::Tensor packed = at::empty({heads, tiles, d, kColTile}, keys.options());
-  for (int64_t h = 0; h < heads; ++h) {
-    const BFloat16* source = plain[h].data_ptr<BFloat16>();
-    for (int64_t t = 0; t < tiles; ++t) {
-      at::native::cpublas::pack(d, kColTile, tiles * kColTile, kColTile, at::kBFloat16,
-                                at::kBFloat16, source + t * kColTile, packed[h][t].data_ptr());
-    }
-  }
-  return packed;
+  at::Tensor padded = at::zeros({heads, tiles * kColTile, d}, keys.options());
+  padded.narrow(1, 0, n).copy_(keys);
+  return padded.view(at::kInt)
+      .view({heads, tiles, kColTile, d / 2})
+      .transpose(2, 3)
+      .contiguous()
+      .view(at::kBFloat16)
+      .view({heads, tiles, d, kColTile});
 }
 
 // One block: query and grad_out [G, R, D] (rows contiguous), lse and delta [G, R] float32,
