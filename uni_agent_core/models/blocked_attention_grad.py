@@ -228,15 +228,25 @@ def _blocked_backward(
 
     query = query_major(query_G_g_S_D)
     grad_out = query_major(grad_out_G_g_S_D)
+    grad_out_f32 = grad_out.float()
     # rowsum(dO * O), the softmax backward's correction term: [G, S, g]
-    delta = (grad_out.float() * query_major(out_G_g_S_D).float()).sum(-1)
+    delta = (grad_out_f32 * query_major(out_G_g_S_D).float()).sum(-1)
     # a query that sees no key has lse -inf and no gradient: +inf makes its probabilities 0
     lse = query_major(lse_G_g_S)
     lse = lse.masked_fill(lse.isneginf(), float("inf"))
+    operands = _Operands(
+        query=query,
+        key=key_G_K_D,
+        value=value_G_K_D,
+        grad_out=grad_out,
+        grad_out_f32=grad_out_f32,
+        lse=lse,
+        delta=delta,
+        scale=scale,
+        block_rows=max(last - first for first, last, _, _ in bounds),
+    )
     ops = _native_scores(query.dtype)
-    block_rows = max(last - first for first, last, _, _ in bounds)
-    operands = (query, key_G_K_D, value_G_K_D, grad_out, lse, delta, scale, block_rows)
-    scores = _NativeScores(ops, *operands) if ops is not None else _PythonScores(*operands)
+    scores = _NativeScores(ops, operands) if ops is not None else _PythonScores(operands)
     grad_query = torch.empty_like(query)
     grad_key = torch.zeros((kv_heads, keys, dim), dtype=torch.float32, device=query.device)
     grad_value = torch.zeros_like(grad_key)
@@ -246,65 +256,73 @@ def _blocked_backward(
             grad_query[:, first:last] = 0
             continue
         probs, grad_scores = scores.block(first, last, masked_from, end, visible_S_K)
-        rows = (kv_heads, n * groups, dim)
-        grad_value[:, :end] += torch.bmm(
-            probs.transpose(1, 2), grad_out[:, first:last].reshape(rows)
-        )
+        grad_value[:, :end] += torch.bmm(probs.transpose(1, 2), _rows(grad_out, first, last))
         grad_query[:, first:last] = torch.bmm(grad_scores, key_G_K_D[:, :end]).view(
             kv_heads, n, groups, dim
         )
-        grad_key[:, :end] += torch.bmm(
-            grad_scores.transpose(1, 2), query[:, first:last].reshape(rows)
-        )
+        grad_key[:, :end] += torch.bmm(grad_scores.transpose(1, 2), _rows(query, first, last))
     dtype = query.dtype
     return grad_query.transpose(1, 2), grad_key.to(dtype), grad_value.to(dtype)
+
+
+def _rows(x_G_S_g: torch.Tensor, first: int, last: int) -> torch.Tensor:
+    """Queries `first:last` of a query-major tensor (`[G, S, g, ...]`) as one `[G, n*g, ...]`
+    block (a view: the block's queries are contiguous)."""
+    return x_G_S_g[:, first:last].flatten(1, 2)
+
+
+@dataclass(frozen=True)
+class _Operands:
+    """One batch element's backward operands, query-major: `query`, `grad_out` and
+    `grad_out_f32` `[G, S, g, D]`, `lse` and `delta` `[G, S, g]`, `key` and `value` `[G, K, D]`;
+    `block_rows` is the largest block's query count."""
+
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    grad_out: torch.Tensor
+    grad_out_f32: torch.Tensor
+    lse: torch.Tensor
+    delta: torch.Tensor
+    scale: float
+    block_rows: int
+
+    @property
+    def score_numel(self) -> int:
+        """Elements of the largest block's scores (`[G, block_rows * g, K]`)."""
+        kv_heads, _, groups, _ = self.query.shape
+        return kv_heads * self.block_rows * groups * self.key.shape[1]
 
 
 class _NativeScores:
     """A block's probabilities and score gradients from the native kernel (`cpu_kernels.py`):
     bf16 products with float32 accumulation, exp and correction applied per tile in cache."""
 
-    def __init__(
-        self,
-        ops: Any,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        grad_out: torch.Tensor,
-        lse: torch.Tensor,
-        delta: torch.Tensor,
-        scale: float,
-        block_rows: int,
-    ) -> None:
-        self.ops, self.scale = ops, scale
-        self.query, self.grad_out, self.lse, self.delta = query, grad_out, lse, delta
-        self.keys_packed = ops.pack_keys(key.contiguous())
-        self.values_packed = ops.pack_keys(value.contiguous())
-        kv_heads, _, groups, _ = query.shape
-        numel = kv_heads * block_rows * groups * key.shape[1]
-        self.buffers = _workspace.take(numel, (query.dtype, query.dtype), query.device)
+    def __init__(self, ops: Any, operands: _Operands) -> None:
+        self.ops, self.operands = ops, operands
+        self.keys_packed = ops.pack_keys(operands.key.contiguous())
+        self.values_packed = ops.pack_keys(operands.value.contiguous())
+        dtype = operands.query.dtype
+        self.buffers = _workspace.take(operands.score_numel, (dtype, dtype), operands.query.device)
 
     def block(
         self, first: int, last: int, masked_from: int, end: int, visible_S_K: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        kv_heads, _, groups, _ = self.query.shape
+        o = self.operands
+        kv_heads, _, groups, _ = o.query.shape
         shape = (kv_heads, (last - first) * groups, end)
         probs, grad_scores = (b[: shape[0] * shape[1] * end].view(shape) for b in self.buffers)
-
-        def rows(x: torch.Tensor) -> torch.Tensor:
-            return x[:, first:last].reshape(kv_heads, shape[1], *x.shape[3:])
-
         self.ops.attention_grad_scores(
-            rows(self.query),
+            _rows(o.query, first, last),
             self.keys_packed,
-            rows(self.grad_out),
+            _rows(o.grad_out, first, last),
             self.values_packed,
-            rows(self.lse),
-            rows(self.delta),
+            _rows(o.lse, first, last),
+            _rows(o.delta, first, last),
             visible_S_K[first:last],
             masked_from,
             groups,
-            self.scale,
+            o.scale,
             probs,
             grad_scores,
         )
@@ -321,30 +339,19 @@ class _PythonScores:
     multi-megabyte tensors per block cost page faults that took longer than the arithmetic.
     """
 
-    def __init__(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        grad_out: torch.Tensor,
-        lse: torch.Tensor,
-        delta: torch.Tensor,
-        scale: float,
-        block_rows: int,
-    ) -> None:
-        kv_heads, _, groups, _ = query.shape
-        keys = key.shape[1]
-        self.groups = groups
-        self.query_aug = torch.cat([query.float().mul_(scale), lse.neg().unsqueeze(-1)], dim=-1)
+    def __init__(self, operands: _Operands) -> None:
+        o = operands
+        kv_heads, _, self.groups, _ = o.query.shape
+        scale = o.scale
+        self.query_aug = torch.cat([o.query.float().mul_(scale), o.lse.neg().unsqueeze(-1)], dim=-1)
         self.grad_out_aug = torch.cat(
-            [grad_out.float().mul_(scale), delta.mul(-scale).unsqueeze(-1)], dim=-1
+            [o.grad_out_f32.mul(scale), o.delta.mul(-scale).unsqueeze(-1)], dim=-1
         )
-        ones = torch.ones((kv_heads, keys, 1), dtype=torch.float32, device=key.device)
-        self.key_aug = torch.cat([key.float(), ones], dim=-1)
-        self.value_aug = torch.cat([value.float(), ones], dim=-1)
-        numel = kv_heads * block_rows * groups * keys
-        kinds = (torch.float32, torch.float32, query.dtype, query.dtype)
-        self.buffers = _workspace.take(numel, kinds, query.device)
+        ones = torch.ones((kv_heads, o.key.shape[1], 1), dtype=torch.float32, device=o.key.device)
+        self.key_aug = torch.cat([o.key.float(), ones], dim=-1)
+        self.value_aug = torch.cat([o.value.float(), ones], dim=-1)
+        kinds = (torch.float32, torch.float32, o.query.dtype, o.query.dtype)
+        self.buffers = _workspace.take(o.score_numel, kinds, o.query.device)
 
     def block(
         self, first: int, last: int, masked_from: int, end: int, visible_S_K: torch.Tensor
@@ -355,16 +362,14 @@ class _PythonScores:
             buffer[: kv_heads * n * groups * end].view(kv_heads, n * groups, end)
             for buffer in self.buffers
         )
-
-        def rows(x: torch.Tensor) -> torch.Tensor:
-            return x[:, first:last].reshape(kv_heads, n * groups, -1)
-
-        torch.bmm(rows(self.query_aug), self.key_aug[:, :end].transpose(1, 2), out=probs).exp_()
+        query_aug = _rows(self.query_aug, first, last)
+        torch.bmm(query_aug, self.key_aug[:, :end].transpose(1, 2), out=probs).exp_()
         if masked_from < end:
             tail = probs.view(kv_heads, n, groups, end)[..., masked_from:]
             tail.masked_fill_(~visible_S_K[first:last, None, masked_from:end], 0.0)
         probs_c.copy_(probs)
-        torch.bmm(rows(self.grad_out_aug), self.value_aug[:, :end].transpose(1, 2), out=grad_scores)
+        grad_out_aug = _rows(self.grad_out_aug, first, last)
+        torch.bmm(grad_out_aug, self.value_aug[:, :end].transpose(1, 2), out=grad_scores)
         grad_scores_c.copy_(grad_scores.mul_(probs))
         return probs_c, grad_scores_c
 
