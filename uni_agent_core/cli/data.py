@@ -1,8 +1,8 @@
 """What the `agent-rl data ...` commands do: generate micro-swe, validate a task set, score
 the gold patches (oracle), with progress lines on stderr and a summary on stdout.
 
-Exit codes: 0 when the command ran (defective tasks are a finding, not a failure), 2 when the
-input could not be read.
+Each returns 0 when the command ran (defective tasks are a finding, not a failure); input that
+cannot be read (tasks, a dataset key) raises `UserError`, which `agent-rl` reports as exit 2.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ from typing import TextIO
 
 from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
 from uni_agent_core.envs.micro_swe.generator import Split, generate, write_dataset
-from uni_agent_core.envs.micro_swe.keys import DatasetKeyError, dataset_key, read_key
+from uni_agent_core.envs.micro_swe.keys import dataset_key, read_key
 from uni_agent_core.envs.parallel import map_bounded
-from uni_agent_core.envs.sources import TaskSourceError, load_task_file
+from uni_agent_core.envs.sources import load_task_file
 from uni_agent_core.envs.validation import TaskValidation, validate_tasks, write_report
 from uni_agent_core.envs.verifier import Verdict, Verifier, task_sandbox_factory
+from uni_agent_core.errors import UserError
 from uni_agent_core.progress import ProgressLines
 from uni_agent_core.types import TaskSpec
-
-INPUT_ERROR = 2
 
 
 def generate_micro_swe(
@@ -36,16 +35,15 @@ def generate_micro_swe(
     *,
     key_file: str | None = None,
     stdout: TextIO | None = None,
-    stderr: TextIO | None = None,
 ) -> int:
-    """`agent-rl data generate micro-swe`: writes the dataset, keyed (see `micro_swe/keys.py`)."""
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    """`agent-rl data generate micro-swe`: writes the dataset, keyed (see `micro_swe/keys.py`).
+
+    Raises:
+        DatasetKeyError: the key file cannot be read or holds a weak key (a `UserError`).
+    """
+    stdout = stdout or sys.stdout
     started = time.perf_counter()
-    try:
-        key = read_key(key_file) if key_file else dataset_key(out)
-    except DatasetKeyError as error:
-        print(f"error: {error}", file=stderr)
-        return INPUT_ERROR
+    key = read_key(key_file) if key_file else dataset_key(out)
     tasks = generate(n, seed, levels, split, key=key)
     path = write_dataset(tasks, out, key=key)
     counts: dict[str, int] = {}
@@ -61,15 +59,18 @@ def generate_micro_swe(
     return 0
 
 
-def _load(path: str, split: str, err: TextIO) -> list[TaskSpec] | None:
+def _load(path: str, split: str) -> list[TaskSpec]:
+    """The tasks of the file, directory or dataset id the user named.
+
+    Raises:
+        UserError: the rows cannot be read or parsed, or there are none.
+    """
     try:
         tasks = load_task_file(path, split)
-    except (TaskSourceError, OSError, ValueError) as error:
-        print(f"error: cannot read tasks from {path}: {error}", file=err)
-        return None
+    except (OSError, ValueError) as error:  # TaskSourceError, bad JSON/parquet, invalid rows
+        raise UserError(f"cannot read tasks from {path}: {error}") from error
     if not tasks:
-        print(f"error: {path} holds no tasks", file=err)
-        return None
+        raise UserError(f"{path} holds no tasks")
     return tasks
 
 
@@ -85,11 +86,13 @@ def validate_data(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
-    """`agent-rl data validate`: check every task, write validation.{json,md}."""
+    """`agent-rl data validate`: check every task, write validation.{json,md}.
+
+    Raises:
+        UserError: the tasks cannot be read, or there are none.
+    """
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    tasks = _load(path, split, stderr)
-    if tasks is None:
-        return INPUT_ERROR
+    tasks = _load(path, split)
     progress = ProgressLines("validate", stderr)
 
     def on_result(done: int, total: int, result: TaskValidation) -> None:
@@ -136,11 +139,13 @@ def oracle_score(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
-    """`agent-rl data oracle`: the verifier's reward of every gold patch, and the resolved rate."""
+    """`agent-rl data oracle`: the verifier's reward of every gold patch, and the resolved rate.
+
+    Raises:
+        UserError: the tasks cannot be read, or there are none.
+    """
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    tasks = _load(path, split, stderr)
-    if tasks is None:
-        return INPUT_ERROR
+    tasks = _load(path, split)
     verifier = Verifier(task_sandbox_factory(sandbox or LocalSandboxConfig()))
     progress = ProgressLines("oracle", stderr)
 

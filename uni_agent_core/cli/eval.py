@@ -5,11 +5,26 @@ checkpoint for the evaluation's duration."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from uni_agent_core.config.inference import OpenAIServerEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.eval.evaluate import run_evaluation
 from uni_agent_core.eval.report import eval_metrics
 from uni_agent_core.eval.runner import SAMPLES
+
+
+class _EvaluationOptions(TypedDict):
+    """`run_evaluation`'s arguments that `agent-rl eval` passes on as given."""
+
+    suite: str
+    k: int | None
+    oracle: bool
+    out: str | None
+    max_tasks: int | None
+    data: str | None
+    concurrency: int | None
+    run_dir: str | None
 
 
 def evaluate_command(
@@ -27,7 +42,7 @@ def evaluate_command(
     track: bool = True,
 ) -> int:
     """`agent-rl eval`."""
-    options = dict(
+    options = _EvaluationOptions(
         suite=suite, k=k, oracle=oracle, out=out, max_tasks=max_tasks, data=data,
         concurrency=concurrency, run_dir=run_dir,
     )  # fmt: skip

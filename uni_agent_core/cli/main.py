@@ -1,9 +1,12 @@
 """The `agent-rl` console script: a thin argparse front over the library.
 
 Each sub-command parses its arguments and calls one library function; no logic lives here.
-`main` is the one place errors meet the terminal: a recipe or usage error is a few `error:`
-lines and exit 2, Ctrl-C one `interrupted` line and exit 130; anything else is a bug and keeps
-its traceback.
+`main` is the one place errors meet the terminal: a `UserError` (a bad recipe or flag, a file
+the user named that cannot be read, a model or tool not prepared on this host) and argparse's
+usage errors are `error:` lines and exit 2, Ctrl-C one `interrupted` line and exit 130; anything
+else is a bug or a failed run and keeps its traceback (exit 1). Commands catch only to report a
+run that failed on its own terms (a server that did not start, verl's trainer exiting with an
+error) as one line and exit 1.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from uni_agent_core.config.problems import RecipeError
-from uni_agent_core.harness.agent_clis import AgentCliError
-from uni_agent_core.models import PolicyUnavailableError, resolve_policy
-from uni_agent_core.viewer.steps import ViewerError
+from uni_agent_core.errors import UserError
+from uni_agent_core.models import resolve_policy
 
 USAGE_ERROR = 2
-"""Exit status of a recipe or usage error (argparse's own)."""
+"""Exit status of a user error: a `UserError`, or argparse's own usage error."""
+
+RUN_FAILED = 1
+"""Exit status of a run that failed on its own terms (reported as one line, no traceback)."""
 
 INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT, as shells report it)."""
@@ -59,10 +63,7 @@ def _cmd_agents(args: argparse.Namespace) -> int:
     prefix = Path(args.prefix).resolve() if args.prefix else default_prefix()
     unknown = sorted(set(args.names) - set(AGENT_CLIS))
     if unknown:
-        print(
-            f"error: unknown agent CLI {unknown}; known: {', '.join(AGENT_CLIS)}", file=sys.stderr
-        )
-        return USAGE_ERROR
+        raise UserError(f"unknown agent CLI {unknown}; known: {', '.join(AGENT_CLIS)}")
     clis = [AGENT_CLIS[name] for name in (args.names or AGENT_CLIS)]
     if args.agents_command == "install":
         print(f"installing {', '.join(c.title for c in clis)} with npm into {prefix}", flush=True)
@@ -93,15 +94,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         with serve_policy(recipe, run_dir, args.checkpoint) as served:
             for url in served.base_urls:
-                print(f"{url}/v1  model {served.recipe.engine.model}")
+                print(f"{url}/v1  model {served.servers.spec.served_name}")
             print("serving; Ctrl-C or SIGTERM stops the servers", flush=True)
             stopped.wait()
-    except (ValueError, FileNotFoundError) as error:
+    except ServerStartError as error:  # the message quotes the server's log
         print(f"error: {error}", file=sys.stderr)
-        return USAGE_ERROR
-    except ServerStartError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return RUN_FAILED
     return 0
 
 
@@ -173,8 +171,7 @@ def _cmd_gateway_serve(args: argparse.Namespace) -> int:
     from uni_agent_core.rollout.build import build_engine, build_session_manager
 
     if args.engine == "openai_server" and not args.engine_url:
-        print("error: --engine openai_server needs --engine-url URL (repeatable)", file=sys.stderr)
-        return USAGE_ERROR
+        raise UserError("--engine openai_server needs --engine-url URL (repeatable)")
     data = read_recipe_data(args.recipe) if args.recipe else {"name": "gateway"}
     source = args.recipe or "<gateway serve>"
     given = parse_recipe(data, list(args.set), source=source)
@@ -347,11 +344,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     from uni_agent_core.tracking.runs import describe_run, latest_run
 
     recipe = load_recipe(args.recipe, list(args.set))
-    try:
-        summary = latest_run(recipe)
-    except LookupError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    summary = latest_run(recipe)
     print(describe_run(summary, os.environ.get("PREFECT_API_URL")))
     return 0
 
@@ -361,13 +354,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from uni_agent_core.cli.recipes import load_recipe_here
     from uni_agent_core.rl.launch import TrainingFailed, launch
-    from uni_agent_core.rl.verl.compile import VerlConfigError
-    from uni_agent_core.rl.verl.launch import VerlLaunchError
     from uni_agent_core.rl.warm_start import rl_tasks, run_warm_start, warm_started
     from uni_agent_core.rollout.build import build_tasks
     from uni_agent_core.rundir.layout import METRICS, default_run_dir
 
     recipe = load_recipe_here(args.recipe, list(args.set))
+    if args.stop_after_steps is not None and recipe.trainer.backend.type == "verl":
+        raise UserError(
+            "--stop-after-steps is for the embedded trainer; verl recipes run "
+            "trainer.total_steps (set it with --set)"
+        )
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
     mlflow_run_id, tasks = None, None
     try:
@@ -383,9 +379,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
             stop_after_steps=args.stop_after_steps,
             mlflow_run_id=mlflow_run_id,
         )
-    except (VerlConfigError, VerlLaunchError, TrainingFailed, ValueError) as error:
+    except TrainingFailed as error:  # verl's trainer printed its own error above
         print(f"error: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        return RUN_FAILED
     last = summary.start_step + summary.steps
     where = (
         f"metrics in {summary.run_dir / METRICS}"
@@ -406,16 +402,11 @@ def _cmd_verl_launch(args: argparse.Namespace) -> int:
 def _launch_on_verl(recipe: Any, run_dir: str | None, *, dry_run: bool) -> int:
     from pathlib import Path
 
-    from uni_agent_core.rl.verl.compile import VerlConfigError
-    from uni_agent_core.rl.verl.launch import VerlLaunchError, launch_recipe
+    from uni_agent_core.rl.verl.launch import launch_recipe
     from uni_agent_core.rundir.layout import default_run_dir
 
     directory = Path(run_dir) if run_dir else default_run_dir(recipe)
-    try:
-        return launch_recipe(recipe, run_dir=directory, dry_run=dry_run)
-    except (VerlConfigError, VerlLaunchError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return USAGE_ERROR
+    return launch_recipe(recipe, run_dir=directory, dry_run=dry_run)
 
 
 def _add_data_parser(sub: argparse._SubParsersAction) -> None:
@@ -666,9 +657,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agent-rl` console script.
 
+    Every other exception propagates with its traceback (the interpreter exits 1): it is a bug,
+    or a failure whose cause the traceback shows, and must not read like a user's mistake.
+
     Returns:
-        The command's exit status; `USAGE_ERROR` after a recipe or usage error, printed as one
-        `error: ...` line per problem on stderr, and `INTERRUPTED` after Ctrl-C.
+        The command's exit status; `USAGE_ERROR` after a `UserError`, printed as one
+        `error: ...` line per line of its message (a `RecipeError`: one per problem) on stderr;
+        `INTERRUPTED` after Ctrl-C. argparse exits `USAGE_ERROR` itself on a bad flag.
     """
     try:
         args = build_parser().parse_args(argv)
@@ -676,12 +671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return INTERRUPTED
-    except RecipeError as error:
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return USAGE_ERROR
-    except (PolicyUnavailableError, AgentCliError, ViewerError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except UserError as error:
+        for line in str(error).splitlines() or [type(error).__name__]:
+            print(f"error: {line}", file=sys.stderr)
         return USAGE_ERROR
 
 

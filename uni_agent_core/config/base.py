@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from uni_agent_core.errors import UserError
+
 HostDevice = Literal["cpu", "cuda", "npu", "auto"]
 """Where an in-process component runs; `auto` picks cuda, then npu, then cpu."""
 
@@ -77,7 +79,7 @@ class ConfigModel(BaseModel):
         return filled if filled is not None else data
 
 
-class Conflict(ValueError):
+class Conflict(UserError, ValueError):
     """One or more cross-field rules failed.
 
     Attributes:

@@ -119,6 +119,8 @@ def read_recipe_data(path: str | Path) -> dict[str, Any]:
         text = source.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise fail("not UTF-8 text") from None
+    except OSError as error:  # permission denied, a file gone since the check above, ...
+        raise fail(f"cannot read it: {error.strerror or error}") from None
     try:
         data = yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as error:

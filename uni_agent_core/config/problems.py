@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from uni_agent_core.config.base import Conflict
+from uni_agent_core.errors import UserError
 
 _MAX_INPUT_REPR = 60
 
@@ -45,7 +46,7 @@ class RecipeProblem:
         return f"{self.file}: {self.message}"
 
 
-class RecipeError(ValueError):
+class RecipeError(UserError, ValueError):
     """A recipe could not be loaded; `problems` lists every problem found."""
 
     def __init__(self, problems: Sequence[RecipeProblem]) -> None:

@@ -19,12 +19,13 @@ from uni_agent_core.envs.micro_swe.generator import TASKS_FILE, generate, write_
 from uni_agent_core.envs.micro_swe.keys import KEY_FILE, dataset_key
 from uni_agent_core.envs.r2e_gym import r2e_gym_task
 from uni_agent_core.envs.swe_bench import swe_bench_task, swe_rebench_task
+from uni_agent_core.errors import UserError
 from uni_agent_core.types import TaskSpec
 
 _ROW_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
-class TaskSourceError(ValueError):
+class TaskSourceError(UserError, ValueError):
     """Task rows could not be read or understood; the message says which file or row."""
 
 

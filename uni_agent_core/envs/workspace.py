@@ -21,6 +21,7 @@ from typing import Any
 
 from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
 from uni_agent_core.envs.micro_swe.generator import COMMIT_SCRIPT
+from uni_agent_core.errors import UserError
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
 from uni_agent_core.sandbox.git_hygiene import scrub_git_history
 from uni_agent_core.types import TaskSpec
@@ -28,7 +29,7 @@ from uni_agent_core.types import TaskSpec
 _GIT_TIMEOUT_S = 120.0
 
 
-class TaskDataError(ValueError):
+class TaskDataError(UserError, ValueError):
     """A task row cannot be materialized: unknown source, missing files, wrong base commit."""
 
 

@@ -13,7 +13,12 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.eval.metrics import EvalSummary
 from uni_agent_core.eval.runner import Evaluation
 from uni_agent_core.eval.suites import resolve_suite
-from uni_agent_core.rundir.checkpoint import Checkpoint, latest_complete, list_complete
+from uni_agent_core.rundir.checkpoint import (
+    Checkpoint,
+    CheckpointNotFoundError,
+    latest_complete,
+    list_complete,
+)
 from uni_agent_core.rundir.layout import EVAL, checkpoint_dir, default_run_dir
 
 
@@ -21,7 +26,7 @@ def resolve_checkpoint(recipe: Recipe, name: str, run_dir: Path) -> Checkpoint |
     """`none` (the base policy), `latest` (newest complete checkpoint of the run) or a directory.
 
     Raises:
-        ValueError: no complete checkpoint matches.
+        CheckpointNotFoundError: no complete checkpoint matches (a `ValueError`).
     """
     if name == "none":
         return None
@@ -29,13 +34,17 @@ def resolve_checkpoint(recipe: Recipe, name: str, run_dir: Path) -> Checkpoint |
     if name == "latest":
         found = latest_complete(directory)
         if found is None:
-            raise ValueError(f"no complete checkpoint under {directory}; train first or pass one")
+            raise CheckpointNotFoundError(
+                f"no complete checkpoint under {directory}; train first or pass one"
+            )
         return found
     path = Path(name).resolve()
     for checkpoint in list_complete(path.parent):
         if checkpoint.path.resolve() == path:
             return checkpoint
-    raise ValueError(f"{name} is not a complete checkpoint (a step-* directory with a manifest)")
+    raise CheckpointNotFoundError(
+        f"{name} is not a complete checkpoint (a step-* directory with a manifest)"
+    )
 
 
 def every_nth(found: list, every: int) -> list:
@@ -49,12 +58,12 @@ def checkpoints_to_evaluate(recipe: Recipe, run_dir: Path) -> list[Path]:
     Scored on the same held-out tasks as the starting policy, they make the held-out curve.
 
     Raises:
-        ValueError: the run has no complete checkpoint.
+        CheckpointNotFoundError: the run has no complete checkpoint (a `ValueError`).
     """
     directory = checkpoint_dir(recipe, run_dir)
     found = list_complete(directory)
     if not found:
-        raise ValueError(f"no complete checkpoint under {directory}; train first")
+        raise CheckpointNotFoundError(f"no complete checkpoint under {directory}; train first")
     return [item.path for item in every_nth(found, recipe.eval.every_n_checkpoints)]
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.gateway.request import Message
 
 _PROBE_USER = "agent-rl codec probe"
@@ -43,7 +44,7 @@ _PROBE_NOTE = "AGENTRLSYSTEMNOTE"
 _PROBE_TOOLS = [{"type": "function", "function": {"name": "probe", "parameters": {}}}]
 
 
-class TemplateError(ValueError):
+class TemplateError(AgentRLError, ValueError):
     """The chat template cannot be encoded incrementally (not prefix-stable)."""
 
 

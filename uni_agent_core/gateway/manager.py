@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.decoding import ReplyDecoder
 from uni_agent_core.gateway.metrics import GatewayMetrics
@@ -30,11 +31,11 @@ from uni_agent_core.inference.types import Engine
 logger = logging.getLogger(__name__)
 
 
-class SessionNotFoundError(KeyError):
+class SessionNotFoundError(AgentRLError, KeyError):
     """No live session has this id (HTTP 404)."""
 
 
-class SessionLimitError(RuntimeError):
+class SessionLimitError(AgentRLError, RuntimeError):
     """The gateway already holds `max_sessions` live sessions (HTTP 429)."""
 
 

@@ -40,6 +40,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.gateway.adapters.anthropic import (
     anthropic_error,
     parse_anthropic_count_tokens,
@@ -116,7 +117,7 @@ def error_body(render: ErrorRenderer, exc: Exception) -> tuple[int, dict[str, An
     return render(500, f"generation failed: {type(exc).__name__}: {exc}", None, None)
 
 
-class ClientDisconnectedError(Exception):
+class ClientDisconnectedError(AgentRLError):
     """The client closed the connection before its answer was ready."""
 
 
@@ -168,7 +169,7 @@ class JSONResponse(Response):
         return orjson.dumps(content)
 
 
-class _Rejected(Exception):
+class _Rejected(AgentRLError):
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param = status, message, param

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.gateway.calls import CallLog
 from uni_agent_core.gateway.chain import (
     Chain,
@@ -62,11 +63,11 @@ DeltaSink = Callable[[StreamDelta], Awaitable[None]]
 T = TypeVar("T")
 
 
-class SessionClosedError(RuntimeError):
+class SessionClosedError(AgentRLError, RuntimeError):
     """The session was finalized or deleted; it takes no more requests (HTTP 409)."""
 
 
-class RequestRejectedError(ValueError):
+class RequestRejectedError(AgentRLError, ValueError):
     """The request cannot be served exactly (HTTP 400); `param` names the offending field."""
 
     def __init__(self, message: str, param: str | None = None) -> None:

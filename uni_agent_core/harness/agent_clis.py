@@ -30,6 +30,7 @@ from uni_agent_core.config.harness import (
     harness_members,
 )
 from uni_agent_core.config.sandbox import DockerSandboxConfig, LocalSandboxConfig, SandboxConfig
+from uni_agent_core.errors import UserError
 from uni_agent_core.harness.blackbox import BlackboxHarness
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
 from uni_agent_core.sandbox.gateway_link import find_socat
@@ -39,7 +40,7 @@ PREFIX_ENV = "AGENT_RL_AGENT_CLIS"
 """Environment variable naming the npm prefix of the agent CLIs."""
 
 
-class AgentCliError(RuntimeError):
+class AgentCliError(UserError, RuntimeError):
     """An agent CLI is missing, of another version, or could not be installed."""
 
 

@@ -41,6 +41,7 @@ import httpx
 import yaml
 
 from uni_agent_core.config.harness import MiniSweAgentHarnessConfig
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.harness.base import Endpoint, HarnessResult
 from uni_agent_core.harness.blackbox import TAIL_CHARS, count_session_calls, no_proxy_with
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
@@ -285,7 +286,7 @@ class _Bridge:
 # -- the runner (the child process; imports mini-swe-agent) ----------------------------------
 
 
-class BridgeError(RuntimeError):
+class BridgeError(AgentRLError, RuntimeError):
     """The sandbox failed while running an action (raised in the runner)."""
 
 

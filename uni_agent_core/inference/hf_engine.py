@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.host_memory import keep_freed_memory_for_reuse
 from uni_agent_core.inference.compute_thread import compute_executor
 from uni_agent_core.inference.kv_batch import KVBatch
@@ -53,7 +54,7 @@ from uni_agent_core.models.lm_head import head_logits
 logger = logging.getLogger(__name__)
 
 
-class EngineStepError(RuntimeError):
+class EngineStepError(AgentRLError, RuntimeError):
     """The model failed during a step; every request in that step fails with this error."""
 
 

@@ -23,13 +23,14 @@ from typing import Any
 
 import httpx
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.inference.types import FinishReason, GenerateRequest
 
 _MAX_ERROR_CHARS = 2000
 _FINISH_VALUES = frozenset(reason.value for reason in FinishReason)
 
 
-class EngineServerError(RuntimeError):
+class EngineServerError(AgentRLError, RuntimeError):
     """The inference server answered with an HTTP error status."""
 
     def __init__(self, url: str, status_code: int, message: str) -> None:
@@ -39,15 +40,15 @@ class EngineServerError(RuntimeError):
         self.server_message = message
 
 
-class EngineProtocolError(RuntimeError):
+class EngineProtocolError(AgentRLError, RuntimeError):
     """The server's answer breaks the engine contract (missing or misaligned ids/logprobs)."""
 
 
-class EngineUnavailableError(ConnectionError):
+class EngineUnavailableError(AgentRLError, ConnectionError):
     """No connection to the server could be opened, even after the configured retries."""
 
 
-class EngineTimeoutError(TimeoutError):
+class EngineTimeoutError(AgentRLError, TimeoutError):
     """The server did not answer within the engine's `timeout_s`."""
 
 

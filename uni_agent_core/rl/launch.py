@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.rl.step_records import RunSummary
 from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, default_run_dir
 from uni_agent_core.sandbox.sweep import sweep_dead_runs
@@ -24,7 +25,7 @@ VERL_CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
 """The file in verl's checkpoint directory naming the step of its newest checkpoint."""
 
 
-class TrainingFailed(RuntimeError):
+class TrainingFailed(AgentRLError, RuntimeError):
     """The backend's trainer ended without finishing the run."""
 
 

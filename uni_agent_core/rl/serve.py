@@ -28,8 +28,12 @@ from uni_agent_core import PROJECT_ROOT
 from uni_agent_core.config.inference import OpenAIServerEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.inference.servers import ServerGroup, ServerSpec, launch_servers
-from uni_agent_core.models import PolicyUnavailableError, prepare_policy
-from uni_agent_core.rundir.checkpoint import latest_complete, list_complete
+from uni_agent_core.models import prepare_policy
+from uni_agent_core.rundir.checkpoint import (
+    CheckpointNotFoundError,
+    latest_complete,
+    list_complete,
+)
 from uni_agent_core.rundir.layout import SERVED, VERL_CHECKPOINTS, checkpoint_dir
 
 VLLM_PYTHON_ENV = "AGENT_RL_VLLM_PYTHON"
@@ -93,12 +97,10 @@ def model_to_serve(recipe: Recipe, run_dir: Path, checkpoint: str = "none") -> M
     """Resolve `checkpoint` (`none`, `latest`, or a directory) to a model directory to serve.
 
     Raises:
-        ValueError: no such checkpoint, or the base policy cannot be prepared on this host.
+        CheckpointNotFoundError: no such checkpoint.
+        PolicyUnavailableError: the base policy cannot be prepared on this host.
     """
-    try:
-        base = prepare_policy(recipe.policy.name)  # built into the cache when it is not yet
-    except PolicyUnavailableError as error:
-        raise ValueError(str(error)) from None
+    base = prepare_policy(recipe.policy.name)  # built into the cache when it is not yet
     if checkpoint == "none":
         return ModelToServe(base, None, "base", 0, recipe.policy.name)
     if recipe.trainer.backend.type == "verl" or "global_step_" in Path(checkpoint).as_posix():
@@ -109,7 +111,7 @@ def model_to_serve(recipe: Recipe, run_dir: Path, checkpoint: str = "none") -> M
         path = Path(checkpoint).resolve()
         found = next((c for c in list_complete(path.parent) if c.path.resolve() == path), None)
     if found is None:
-        raise ValueError(f"no complete checkpoint {checkpoint!r} under {directory}")
+        raise CheckpointNotFoundError(f"no complete checkpoint {checkpoint!r} under {directory}")
     return ModelToServe(
         found.path / "model",
         base,
@@ -131,7 +133,7 @@ def _merged_verl_checkpoint(recipe: Recipe, run_dir: Path, checkpoint: str) -> M
             if wanted in (actor.resolve(), actor.parent.resolve())
         ]
     if not found:
-        raise ValueError(
+        raise CheckpointNotFoundError(
             f"no complete verl checkpoint {checkpoint!r} under {run_dir / VERL_CHECKPOINTS}"
         )
     step, actor = found[-1]
@@ -170,7 +172,9 @@ def start_serving(
     """Serve the base policy (`none`) or a checkpoint until `stop()`.
 
     Raises:
-        ValueError: no such checkpoint.
+        CheckpointNotFoundError: no such checkpoint.
+        PolicyUnavailableError: the base policy cannot be prepared on this host.
+        ServerPythonNotFoundError: the servers' python does not exist.
         ServerStartError: a server did not come up (all are stopped).
     """
     model = model_to_serve(recipe, run_dir, checkpoint)

@@ -31,11 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.errors import UserError
 from uni_agent_core.rundir.checkpoint import policy_weights_digest
 from uni_agent_core.rundir.layout import WARM_START
 from uni_agent_core.types import TaskSpec, Trajectory
 
 REPORT = "report.json"
+
+
+class WarmStartError(UserError, ValueError):
+    """The recipe's warm start cannot run on its tasks; the message says which setting to change."""
 
 
 @dataclass
@@ -73,13 +78,13 @@ def rl_tasks(recipe: Recipe, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
     (`warm_start.rl_tasks`): all of them, or those the warm start did not fit.
 
     Raises:
-        ValueError: `rest` leaves no task.
+        WarmStartError: `rest` leaves no task (a `ValueError`).
     """
     if not recipe.warm_start.enabled or recipe.warm_start.rl_tasks == "all":
         return list(tasks)
     rest = list(tasks)[len(fitted_tasks(recipe, tasks)) :]
     if not rest:
-        raise ValueError(
+        raise WarmStartError(
             f"warm_start.rl_tasks: rest leaves RL no task: all {len(tasks)} valid tasks are "
             f"among the first warm_start.tasks ({recipe.warm_start.tasks}); raise tasks.n or "
             "lower warm_start.tasks"
@@ -176,7 +181,7 @@ def run_warm_start(
     """Warm-start the recipe's policy on the gold episodes of `tasks` (or reuse a finished one).
 
     Raises:
-        ValueError: none of the tasks yields a resolved gold episode.
+        WarmStartError: none of the tasks yields a resolved gold episode (a `ValueError`).
     """
     from uni_agent_core.host_memory import release_host_memory
     from uni_agent_core.inference.builder import resolve_device
@@ -197,7 +202,7 @@ def run_warm_start(
     gold = asyncio.run(gold_trajectories(recipe, chosen, echo=echo))
     gold_s = time.perf_counter() - clock
     if not gold:
-        raise ValueError(
+        raise WarmStartError(
             f"warm_start: none of the {len(chosen)} tasks gave a resolved gold episode (only "
             "tasks whose gold patch changes one block of lines of one file have gold actions); "
             "turn warm_start off"

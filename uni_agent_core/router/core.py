@@ -31,13 +31,14 @@ from uni_agent_core.config.inference import (
     MAX_DEFER_S,
     WORKING_SET_S,
 )
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.router.affinity import SessionPlacements
 from uni_agent_core.router.load_control import LiveContexts
 from uni_agent_core.router.policies import Policy, ReplicaLoad, RouteRequest
 from uni_agent_core.router.prefix_tree import PrefixTree, as_int32
 
 
-class NoReplicaError(RuntimeError):
+class NoReplicaError(AgentRLError, RuntimeError):
     """No healthy replica is left to serve a request."""
 
 

@@ -34,6 +34,7 @@ from uni_agent_core.config.inference import (
     MAX_DEFER_S,
     WORKING_SET_S,
 )
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.inference.types import (
     Engine,
     EngineClosedError,
@@ -54,7 +55,7 @@ def _sum_known(values: Sequence[int | None]) -> int | None:
     return sum(known) if len(known) == len(values) else None
 
 
-class RouterError(RuntimeError):
+class RouterError(AgentRLError, RuntimeError):
     """Every replica that could serve a request failed it."""
 
 

@@ -23,8 +23,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from uni_agent_core.errors import UserError
+
 MANIFEST = "manifest.json"
 _PREFIX = "step-"
+
+
+class CheckpointNotFoundError(UserError, ValueError):
+    """No complete checkpoint where one was asked for (`latest`, or a named directory)."""
 
 
 @dataclass(frozen=True)

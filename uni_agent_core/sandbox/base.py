@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Protocol, runtime_checkable
 
+from uni_agent_core.errors import AgentRLError
+
 
 @dataclass(frozen=True)
 class ExecResult:
@@ -28,7 +30,7 @@ class ExecResult:
         return self.exit_code == 0 and not self.timed_out
 
 
-class SandboxError(RuntimeError):
+class SandboxError(AgentRLError, RuntimeError):
     """The sandbox itself failed (could not start, died, deadline passed) — not the command."""
 
 

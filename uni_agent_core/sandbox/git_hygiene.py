@@ -18,6 +18,7 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.sandbox.base import Sandbox
 
 _GIT_ENV = "export GIT_NO_REPLACE_OBJECTS=1 GIT_TERMINAL_PROMPT=0 LC_ALL=C\n"
@@ -37,7 +38,7 @@ resolutions, grafts, filter-branch backups and reflogs (expired first, then remo
 _MAX_LISTED = 20
 
 
-class GitHygieneError(RuntimeError):
+class GitHygieneError(AgentRLError, RuntimeError):
     """The repository still exposes commits other than the base and its ancestors, or a git
     command of the scrub failed.
 

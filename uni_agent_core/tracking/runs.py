@@ -16,9 +16,14 @@ from pathlib import Path
 
 from uni_agent_core.config.evaluation import TrackingConfig
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.errors import UserError
 
 SUMMARY_METRICS = ("train/reward_mean", "train/pass_rate", "eval/pass_at_1", "eval/avg_at_")
 """Final metrics shown first (MLflow names, or their prefixes); the others follow by name."""
+
+
+class RunNotFoundError(UserError, LookupError):
+    """The recipe's experiment, or a run named after the recipe, is not in its tracking store."""
 
 
 @dataclass
@@ -42,7 +47,7 @@ def latest_run(recipe: Recipe) -> RunSummary:
     """The newest MLflow run named after `recipe` (or its `tracking.run_name`).
 
     Raises:
-        LookupError: the experiment or a run of the recipe does not exist.
+        RunNotFoundError: the experiment or a run of the recipe does not exist (a `LookupError`).
     """
     import mlflow
 
@@ -50,7 +55,7 @@ def latest_run(recipe: Recipe) -> RunSummary:
     client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri)
     experiment = client.get_experiment_by_name(tracking.experiment)
     if experiment is None:
-        raise LookupError(
+        raise RunNotFoundError(
             f"no MLflow experiment {tracking.experiment!r} at {tracking.tracking_uri}; "
             f"train the recipe first (agent-rl train --recipe ...)"
         )
@@ -62,7 +67,7 @@ def latest_run(recipe: Recipe) -> RunSummary:
         max_results=1,
     )
     if not runs:
-        raise LookupError(f"no run named {name!r} in experiment {tracking.experiment!r}")
+        raise RunNotFoundError(f"no run named {name!r} in experiment {tracking.experiment!r}")
     run = runs[0]
     artifacts = sorted(item.path for item in client.list_artifacts(run.info.run_id))
     curve = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "eval/pass_at_1")}
@@ -229,7 +234,7 @@ def verl_stage_run(recipe: Recipe, run_dir: Path) -> str:
 
     try:
         return latest_run(recipe).run_id
-    except LookupError:
+    except RunNotFoundError:
         tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_dir=run_dir)
         tracker.client.set_tag(tracker.run_id, STAGES_TAG, str(run_dir.resolve()))
         return tracker.run_id

@@ -16,13 +16,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from uni_agent_core.errors import UserError
+
 UNKNOWN = "unknown"
 """`opened_by` and `harness` of lines written before those fields existed."""
 
 STEP_FILE = re.compile(r"^step-(\d+)\.jsonl$")
 
 
-class ViewerError(Exception):
+class ViewerError(UserError):
     """A problem with what a view was asked to show (a missing run directory, step or MLflow
     run, a malformed step file): the command line prints it as one `error:` line."""
 

@@ -15,6 +15,8 @@ import os
 import secrets
 from pathlib import Path
 
+from uni_agent_core.errors import UserError
+
 KEY_FILE = "dataset.key"
 """The key's file in a dataset directory, beside `tasks.jsonl`."""
 HOST_KEY_PATH = Path("keys") / "micro-swe.key"
@@ -23,7 +25,7 @@ MIN_KEY_LENGTH = 32
 """Keys shorter than this many characters are refused (the made ones are 64 hex digits)."""
 
 
-class DatasetKeyError(ValueError):
+class DatasetKeyError(UserError, ValueError):
     """A key file is unreadable or too short to keep a dataset secret."""
 
 

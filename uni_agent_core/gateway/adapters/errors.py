@@ -14,10 +14,11 @@ from typing import Any
 
 import orjson
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.gateway.history import HistoryCache, LoweredHistory
 
 
-class WireError(Exception):
+class WireError(AgentRLError):
     """A request payload the gateway refuses, with the HTTP status to answer with.
 
     Attributes:

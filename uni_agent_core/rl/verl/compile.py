@@ -24,6 +24,7 @@ from typing import Any
 
 from uni_agent_core.config.backend import VerlBackendConfig
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.errors import UserError
 
 VERL_ENTRY_MODULE = "verl.trainer.main_ppo"
 """verl's trainer entry point (Hydra app `ppo_trainer`)."""
@@ -41,7 +42,7 @@ ROLLOUT = "actor_rollout_ref.rollout."
 _PLAIN = re.compile(r"^[A-Za-z0-9_./@-]+$")
 
 
-class VerlConfigError(ValueError):
+class VerlConfigError(UserError, ValueError):
     """The recipe cannot be run by verl as configured (the message names the key)."""
 
 

@@ -26,6 +26,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from uni_agent_core.errors import AgentRLError
 from uni_agent_core.inference.types import (
     EngineStats,
     FinishReason,
@@ -35,7 +36,7 @@ from uni_agent_core.inference.types import (
 )
 
 
-class VerlServerError(RuntimeError):
+class VerlServerError(AgentRLError, RuntimeError):
     """verl's server returned something the token-exact record cannot accept."""
 
 

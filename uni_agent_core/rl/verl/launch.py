@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from uni_agent_core.config.recipe import Recipe
+from uni_agent_core.errors import UserError
 from uni_agent_core.rl.verl.compile import (
     VERL_ENTRY_MODULE,
     VerlConfigError,
@@ -46,7 +47,7 @@ from uni_agent_core.rundir.layout import (
 )
 
 
-class VerlLaunchError(RuntimeError):
+class VerlLaunchError(UserError, RuntimeError):
     """The run cannot start here (the message says why and what to do)."""
 
 
