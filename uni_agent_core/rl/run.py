@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from uni_agent_core.config.backend import EmbeddedBackendConfig
+from uni_agent_core.config.inference import HFEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.curriculum.history import Attempt, AttemptHistory
 from uni_agent_core.curriculum.sampler import DynamicSampler
@@ -139,6 +141,7 @@ class TrainingRun:
         if not tasks:
             raise ValueError("no task left to train on (every task was filtered out)")
         backend = trainer_config.backend
+        assert isinstance(backend, EmbeddedBackendConfig)  # checked in __init__
         # The trainer's master weights are float32 whatever the compute dtype (precision.py).
         model, tokenizer = load_policy(
             recipe.policy.name,
@@ -288,11 +291,14 @@ class TrainingRun:
         if recipe.trainer.mode != "separate_async" or not recipe.trainer.backend.role_switching:
             return None
         engine = recipe.engine
+        # Beside remote servers (`openai_server`) the trainer's replica is still an in-process
+        # engine: it takes the in-process engine's default batch size and prefix cache.
+        local = engine if isinstance(engine, HFEngineConfig) else HFEngineConfig()
         return TrainerReplica(
             trainer.compute_model,
             self.tokenizer,
-            max_batch_size=engine.max_batch_size,
-            prefix_cache_tokens=engine.prefix_cache_tokens,
+            max_batch_size=local.max_batch_size,
+            prefix_cache_tokens=local.prefix_cache_tokens,
             max_model_len=engine.max_model_len,
             policy_version=trainer.version,
         )

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from support.parity_run import parity_run
@@ -226,6 +227,28 @@ def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(
     assert all(row["router/prompt_tokens"] > 0 for row in routed)
     assert all(0 <= row["router/cache_hit_rate"] <= 1 for row in routed)
     assert all(row["router/failed"] == 0 for row in rows)
+
+
+def test_role_switching_beside_remote_servers_lends_an_in_process_trainer_replica(
+    tmp_path,
+) -> None:
+    """The `openai_server` engine config has no batch size or prefix cache: the trainer's
+    replica takes the in-process engine's defaults (it used to fail on the missing fields)."""
+    from uni_agent_core.config.inference import HFEngineConfig
+    from uni_agent_core.models import load_policy
+    from uni_agent_core.rl.run import TrainingRun
+
+    remote = '{"type": "openai_server", "base_urls": ["http://127.0.0.1:9"], "model": "m"}'
+    recipe = load_recipe(CI_SMOKE, ["trainer.mode=separate_async", f"engine={remote}"])
+    run = TrainingRun(recipe, run_dir=tmp_path, track=False)
+    model, run.tokenizer = load_policy("tiny")
+    replica = run._trainer_replica(SimpleNamespace(compute_model=model, version=3))
+    assert replica is not None
+    defaults = HFEngineConfig()
+    assert replica.max_batch_size == defaults.max_batch_size
+    assert replica.prefix_cache is not None
+    assert replica.prefix_cache.capacity_tokens == defaults.prefix_cache_tokens
+    assert replica.policy_version == 3
 
 
 def test_curriculum_enabled_run_feeds_history_and_reports_metrics(tmp_path) -> None:
