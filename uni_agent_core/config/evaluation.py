@@ -13,6 +13,10 @@ EvalSuite = Literal["micro_swe", "swe_bench_verified"]
 """Held-out suites a checkpoint can be scored on."""
 
 
+def _all_levels() -> list[MicroSweLevel]:
+    return ["L0", "L1", "L2", "L3"]
+
+
 class EvalConfig(ConfigModel):
     """Scoring of checkpoints on a held-out suite (avg@k and pass@k)."""
 
@@ -37,9 +41,7 @@ class EvalConfig(ConfigModel):
     concurrency: int = Field(default=4, ge=1)
     """Samples evaluated at once (each holds a sandbox and a gateway session); a value up to
     the engine's `max_batch_size` keeps its decode batch full."""
-    levels: list[MicroSweLevel] = Field(
-        default_factory=lambda: ["L0", "L1", "L2", "L3"], min_length=1
-    )
+    levels: list[MicroSweLevel] = Field(default_factory=_all_levels, min_length=1)
     """Levels of the micro-swe held-out suite (all four by default; a run trained on L0-L1
     names them to be scored on the same kinds of bug)."""
     before_training: bool = False

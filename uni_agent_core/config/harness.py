@@ -20,6 +20,11 @@ from uni_agent_core.config.base import ConfigModel, Duration, raise_conflicts
 ToolName = Literal["shell", "editor", "submit", "finish"]
 """Tools the ReAct harness can expose."""
 
+
+def _default_react_tools() -> list[ToolName]:
+    return ["shell", "editor", "submit"]
+
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -41,7 +46,7 @@ class ReactHarnessConfig(ConfigModel):
     """Selects the ReAct harness."""
     max_turns: int = Field(default=30, ge=1)
     """Most model calls in one episode; reaching it ends with `max_turns`."""
-    tools: list[ToolName] = Field(default_factory=lambda: ["shell", "editor", "submit"])
+    tools: list[ToolName] = Field(default_factory=_default_react_tools)
     """Tools offered to the model; must include `submit` or `finish` so an episode can end."""
     tool_parser: Literal["native", "hermes", "xml"] = "native"
     """`native` uses the gateway's tool calling (parsed by `gateway.tool_parser`); `hermes` or

@@ -36,10 +36,11 @@ def section_for_task(
         return default
     same_kind = override.get("type", default.type) == default.type  # type: ignore[attr-defined]
     data = {section: {**default.model_dump(), **override} if same_kind else dict(override)}
+    # Typed Any like `union`, not as the inferred tuple: a `**` mapping must fit every keyword
+    # of `create_model`, `__config__` included.
+    fields: dict[str, Any] = {section: (union, ...)}
     wrapper = create_model(
-        f"TaskOverride_{section}",
-        __config__=ConfigDict(extra="forbid"),
-        **{section: (union, ...)},
+        f"TaskOverride_{section}", __config__=ConfigDict(extra="forbid"), **fields
     )
     try:
         return getattr(wrapper.model_validate(data), section)

@@ -118,7 +118,8 @@ def single_block_change(patch: str) -> BlockChange | None:
             if not in_block:
                 blocks.append((line, [], [], len(hunks) - 1))
                 in_block = True
-            blocks[-1][1 if text[0] == "-" else 2].append(text[1:])
+            _, removed, added, _ = blocks[-1]
+            (removed if text[0] == "-" else added).append(text[1:])
             if text[0] == "-":
                 hunks[-1][1].append(text[1:])
                 line += 1

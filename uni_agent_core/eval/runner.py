@@ -98,9 +98,10 @@ class Evaluation:
     ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        if recipe.eval.temperature is not None:
+        temperature = recipe.eval.temperature
+        if temperature is not None:
             recipe = recipe.model_copy(deep=True)
-            recipe.gateway.sampling.temperature = recipe.eval.temperature
+            recipe.gateway.sampling.temperature = temperature
         self.recipe = recipe
         self.tasks = tasks
         self.k = k

@@ -4,6 +4,7 @@ file of task rows."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.tasks import (
@@ -44,7 +45,7 @@ def resolve_suite(
     """
     limit = max_tasks or recipe.eval.max_tasks
     if suite in ("micro-swe:test", "micro-swe:heldout", "micro-swe:train"):
-        split = "train" if suite.endswith("train") else "heldout"
+        split: Literal["train", "heldout"] = "train" if suite.endswith("train") else "heldout"
         config = MicroSweTasksConfig(
             n=limit or DEFAULT_MICRO_SWE_TASKS,
             seed=recipe.seed,

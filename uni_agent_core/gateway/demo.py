@@ -33,8 +33,13 @@ def run_demo(model: str = "smollm2-135m", turns: int = 3, max_tokens: int = 48) 
             {"role": "user", "content": "Which files are in the repository?"},
         ]
         for turn in range(turns):
+            # The history and the tool schema are plain JSON dicts (replies re-enter it as
+            # `model_dump()`); openai's per-role TypedDicts cannot describe them.
             reply = client.chat.completions.create(
-                model=model, messages=messages, tools=[SHELL_TOOL], max_tokens=max_tokens
+                model=model,
+                messages=messages,  # type: ignore[arg-type]
+                tools=[SHELL_TOOL],  # type: ignore[list-item]
+                max_tokens=max_tokens,
             )
             message = reply.choices[0].message
             shown = (message.content or "").replace("\n", " ")[:70]

@@ -47,9 +47,10 @@ SERVER_GC_THRESHOLDS = (50_000, 50, 100)
 SERVER_HEAP_TRIM_AFTER_S = 1.0
 """A standalone gateway hands a burst's freed heap back after this long without requests."""
 
-SHUTDOWN_GRACE_S = 2.0
-"""On SIGTERM or Ctrl-C, requests in flight get this long to finish; then they are cancelled
-(their generations abort, nothing is committed), sessions close and the engine stops."""
+SHUTDOWN_GRACE_S = 2
+"""On SIGTERM or Ctrl-C, requests in flight get this many seconds to finish (whole seconds:
+uvicorn's setting is an int); then they are cancelled (their generations abort, nothing is
+committed), sessions close and the engine stops."""
 
 
 def serve(

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.types import Receive
 
 from uni_agent_core.errors import AgentRLError
 from uni_agent_core.gateway.adapters.anthropic import (
@@ -121,7 +122,7 @@ class ClientDisconnectedError(AgentRLError):
     """The client closed the connection before its answer was ready."""
 
 
-async def _client_disconnects(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+async def _client_disconnects(receive: Receive) -> None:
     """Returns once the ASGI server reports that the client went away.
 
     Only for a request whose body has been read: its `receive` then yields nothing but the
@@ -131,9 +132,7 @@ async def _client_disconnects(receive: Callable[[], Awaitable[dict[str, Any]]]) 
         pass
 
 
-async def unless_disconnected(
-    work: Awaitable[T], receive: Callable[[], Awaitable[dict[str, Any]]]
-) -> T:
+async def unless_disconnected(work: Awaitable[T], receive: Receive) -> T:
     """Awaits `work`, cancelling it when the client disconnects first.
 
     Raises:

@@ -233,7 +233,7 @@ class GatewaySession:
         sampling: dict[str, Any],
         stop_ids: list[int],
         on_delta: DeltaSink | None,
-    ) -> list[tuple[int, _Plan, TokenOutput | None, DecodedReply | None]]:
+    ) -> list[tuple[int, _Plan, TokenOutput, DecodedReply]]:
         """Every sample as its own task; when one fails (or the caller goes away), the others
         are cancelled before the error propagates.
 
@@ -501,17 +501,17 @@ class GatewaySession:
                     await on_delta(StreamDelta(index=index, text=text))
             return output
         streamer = self.decoder.streamer(tools)
-        output: TokenOutput | None = None
+        final: TokenOutput | None = None
         async for item in stream(engine_request):
             if isinstance(item, TokenOutput):
-                output = item
+                final = item
                 text = streamer.finish()
             else:
                 text = streamer.feed(item)
             if text:
                 await on_delta(StreamDelta(index=index, text=text))
-        assert output is not None
-        return output
+        assert final is not None
+        return final
 
     async def _commit(
         self,

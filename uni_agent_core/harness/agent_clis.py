@@ -155,10 +155,10 @@ def gateway_reach_problems(sandbox: SandboxConfig, harness: HarnessConfig) -> li
     """`(recipe key, why)` when the harness's in-sandbox agents could not reach their gateway
     from a bubblewrap sandbox or a container: `network: none`, or a bubblewrap sandbox's
     `network: gateway` on a host without socat (`sandbox/gateway_link.py`)."""
-    local = isinstance(sandbox, LocalSandboxConfig)
-    if local and sandbox.isolation != "bubblewrap":
-        return []
-    if not local and not isinstance(sandbox, DockerSandboxConfig):
+    if isinstance(sandbox, LocalSandboxConfig):
+        if sandbox.isolation != "bubblewrap":
+            return []
+    elif not isinstance(sandbox, DockerSandboxConfig):
         return []
     inside = [
         name
@@ -176,7 +176,7 @@ def gateway_reach_problems(sandbox: SandboxConfig, harness: HarnessConfig) -> li
                 "must reach the gateway: use `gateway` (the gateway alone)",
             )
         ]
-    if local and sandbox.network == "gateway":
+    if isinstance(sandbox, LocalSandboxConfig) and sandbox.network == "gateway":
         try:
             find_socat()
         except SandboxError as error:

@@ -187,16 +187,16 @@ class BlackboxHarness:
             TypeError: `where="host"` with a sandbox that is not on this host.
         """
         self._check_reachable(sandbox, endpoint)
+        info: dict[str, Any] = {"where": self.where}
         if self.where == "sandbox" and hasattr(sandbox, "connect_gateway"):
             try:
                 await sandbox.connect_gateway(endpoint.openai_base_url)
             except SandboxError as exc:  # deliberate boundary: the episode ends, reported
-                info = {"where": self.where, "last_error": f"sandbox: {exc}"}
+                info["last_error"] = f"sandbox: {exc}"
                 return HarnessResult(
                     ExitReason.SANDBOX_ERROR, await self._steps(endpoint, info), info
                 )
         workdir_host = host_workdir(sandbox) if self.where == "host" else None
-        info: dict[str, Any] = {"where": self.where}
         in_sandbox = PurePosixPath(sandbox.workdir).parent / AGENT_DIR
         for_process = (
             PurePosixPath(workdir_host.parent / AGENT_DIR)

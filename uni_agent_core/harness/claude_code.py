@@ -37,7 +37,7 @@ class ClaudeCodeHarness(AgentCliHarness):
     """Runs Claude Code on one task (see the module docstring)."""
 
     cli = CLAUDE_CODE
-    config: ClaudeCodeHarnessConfig  # type: ignore[assignment]
+    config: ClaudeCodeHarnessConfig
 
     def agent_ending(self, exit_code: int, stdout: str) -> tuple[ExitReason, str] | None:
         """From the `--output-format json` result: its own turn limit is `max_turns`, a reply

@@ -62,7 +62,7 @@ class CodexHarness(AgentCliHarness):
     """Runs Codex on one task (see the module docstring)."""
 
     cli = CODEX
-    config: CodexHarnessConfig  # type: ignore[assignment]
+    config: CodexHarnessConfig
 
     def agent_ending(self, exit_code: int, stdout: str) -> tuple[ExitReason, str] | None:
         """From the `--json` events: a turn that failed on a reply cut by the token limit, or on

@@ -130,15 +130,16 @@ class MiniSweAgentHarness:
         bridge = _Bridge(sandbox)
         with tempfile.TemporaryDirectory(prefix="agent-rl-mini-") as scratch_name:
             scratch = Path(scratch_name)
+            bridge_path = str(scratch / "bridge.sock")
             spec = {
                 "config": self.runner_config(sandbox, endpoint),
                 "task": task.problem_statement,
-                "bridge": str(scratch / "bridge.sock"),
+                "bridge": bridge_path,
                 "result": str(scratch / "result.json"),
             }
             (scratch / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
             server = await asyncio.start_unix_server(
-                bridge.serve, path=spec["bridge"], limit=_BRIDGE_LINE_LIMIT
+                bridge.serve, path=bridge_path, limit=_BRIDGE_LINE_LIMIT
             )
             try:
                 finished = await run_process(
@@ -296,7 +297,7 @@ class _BridgeEnvironment:
     def __init__(
         self, path: str, *, cwd: str = "", env: dict[str, str] | None = None, timeout: int = 60
     ) -> None:
-        self.config = {"cwd": cwd, "env": dict(env or {}), "timeout": timeout}
+        self.config: dict[str, Any] = {"cwd": cwd, "env": dict(env or {}), "timeout": timeout}
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._socket.connect(path)
         self._stream = self._socket.makefile("rwb")

@@ -18,7 +18,7 @@ packing would change in the last bits.
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -43,15 +43,19 @@ def pack_linear_weights(model: torch.nn.Module) -> int:
     """
     if not torch.backends.mkldnn.is_available():
         return 0
+    # The packed state and forward are set on each layer instance, on purpose: torch types
+    # `Module.__setattr__` for tensors and submodules only, and mypy forbids assigning a method.
     packed = 0
     for parent in model.modules():
         for names in FUSED:
-            layers = [getattr(parent, name, None) for name in names]
-            if all(_fusable(layer, layers[0]) for layer in layers):
+            found = [getattr(parent, name, None) for name in names]
+            layers = [layer for layer in found if isinstance(layer, torch.nn.Linear)]
+            if len(layers) == len(names) and all(_fusable(layer, layers[0]) for layer in layers):
                 fused = _FusedProjections(layers)
                 for index, layer in enumerate(layers):
-                    layer._packed_weight, layer._fused_index = fused, index
-                    layer.forward = types.MethodType(_fused_linear_forward, layer)
+                    layer._packed_weight = fused  # type: ignore[assignment]
+                    layer._fused_index = index  # type: ignore[assignment]
+                    layer.forward = types.MethodType(_fused_linear_forward, layer)  # type: ignore[method-assign]
                 packed += len(layers)
     for module in model.modules():
         if (
@@ -59,8 +63,8 @@ def pack_linear_weights(model: torch.nn.Module) -> int:
             and _packable(module.weight)
             and not packed_module(module)
         ):
-            module._packed_weight = _PackedWeight(module.weight)
-            module.forward = types.MethodType(_packed_linear_forward, module)
+            module._packed_weight = _PackedWeight(module.weight)  # type: ignore[assignment]
+            module.forward = types.MethodType(_packed_linear_forward, module)  # type: ignore[method-assign]
             packed += 1
     return packed
 
@@ -109,7 +113,8 @@ class _PackedWeight:
 
 
 def _packed_linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    state: _PackedWeight | None = self._packed_weight
+    # `pack_linear_weights` set it before binding this forward (a deep copy holds None).
+    state = cast("_PackedWeight | None", self._packed_weight)
     packed = None if state is None or not _packed_call(self, x) else state.refresh(self.weight)
     if packed is None:
         return F.linear(x, self.weight, self.bias)
@@ -181,11 +186,13 @@ class _FusedProjections:
 
 
 def _fused_linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    fused: _FusedProjections | None = self._packed_weight
+    # `pack_linear_weights` set both before binding this forward (a deep copy holds None).
+    fused = cast("_FusedProjections | None", self._packed_weight)
     if fused is not None:
-        if self._fused_index == 0:
+        index = cast(int, self._fused_index)
+        if index == 0:
             return fused.first(self, x)
-        out = fused.take(self._fused_index, x)
+        out = fused.take(index, x)
         if out is not None:
             return out
     return F.linear(x, self.weight, self.bias)

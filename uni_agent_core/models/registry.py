@@ -156,7 +156,10 @@ def load_policy(
     path = prepare_policy(name)
     torch_dtype = getattr(torch, dtype)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+    # transformers wraps `PreTrainedModel.to` in `functools.wraps(Module.to)`, whose typeshed
+    # type does not bind `self`: the checker expects the model as the first argument.
+    model = model.to(device).eval()  # type: ignore[arg-type]
     use_grouped_query_attention(model)
     if chat_template is not None:
         tokenizer.chat_template = Path(chat_template).read_text()

@@ -218,6 +218,7 @@ async def run_chaos(
     first one's checkpoint record."""
     from uni_agent_core.config import load_recipe
     from uni_agent_core.curriculum.task_sampler import EpochSampler
+    from uni_agent_core.envs.verifier import TaskSandboxes
     from uni_agent_core.gateway.embedded import serving_gateway
     from uni_agent_core.inference.scripted import ScriptedEngine
     from uni_agent_core.rl.sft import tool_call
@@ -262,7 +263,7 @@ async def run_chaos(
     saved: list[dict[str, Any]] = []
 
     class RecordingCheckpointer(Checkpointer):
-        def save(self, step: int, **state: Any) -> Path:  # type: ignore[override]
+        def save(self, step: int, **state: Any) -> Path:
             saved.append({"step": step, **{k: v for k, v in state.items() if k != "model"}})
             return work / f"step-{step}"
 
@@ -273,6 +274,7 @@ async def run_chaos(
             recipe, manager=manager, gateway_url=url, max_concurrency=batch_size * group_size
         )
         pool_factory = driver.sandbox_factory
+        assert isinstance(pool_factory, TaskSandboxes)  # what `for_recipe` builds
         real_build = pool_factory.build
 
         def faulty_build(task: TaskSpec) -> Any:

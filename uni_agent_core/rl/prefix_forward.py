@@ -79,7 +79,7 @@ class SharedPrefix:
         grad enabled the graph is kept until `backward()`. An empty prefix without a parent
         makes every row run in full."""
         self.model = model
-        self.length = int(prefix_ids.numel()) + (parent.length if parent else 0)
+        self.length: int = int(prefix_ids.numel()) + (parent.length if parent else 0)
         self._outputs: list[torch.Tensor] = []
         self._leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
         if parent is not None and prefix_ids.numel() == 0:
@@ -173,8 +173,12 @@ def row_logprobs(
     pieces = []
     chunked = int(targets_N.numel()) > chunk_tokens
     for first in range(0, int(targets_N.numel()), chunk_tokens):
-        chunk = (head, hidden_N_H[first : first + chunk_tokens])
-        chunk += (targets_N[first : first + chunk_tokens], temperature)
+        chunk = (
+            head,
+            hidden_N_H[first : first + chunk_tokens],
+            targets_N[first : first + chunk_tokens],
+            temperature,
+        )
         if chunked and torch.is_grad_enabled():
             pieces.append(checkpoint(chunk_logprobs, *chunk, use_reentrant=False))
         else:

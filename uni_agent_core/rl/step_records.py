@@ -153,7 +153,7 @@ class Checkpointer:
         directory: the run's checkpoint directory.
         interval: save every `interval` steps (and at `total_steps`).
         total_steps: the run's last step.
-        keep: checkpoints kept after pruning.
+        keep: checkpoints kept after pruning; None keeps all.
         run_name: recorded in each checkpoint (the recipe's name).
         mlflow_run_id: the run's MLflow run, recorded so a resumed run logs into it.
     """
@@ -164,7 +164,7 @@ class Checkpointer:
         *,
         interval: int,
         total_steps: int,
-        keep: int,
+        keep: int | None,
         run_name: str,
         mlflow_run_id: str | None = None,
     ) -> None:

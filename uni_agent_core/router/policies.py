@@ -358,10 +358,11 @@ class TokenLoad(_Defaults):
         if home is not None and home != cheapest.replica.index:
             kept = next((c for c in roomy if c.replica.index == home), None)
             band = max(self.balance_tolerance * cheapest.total, float(self.balance_min_tokens))
-            reusable = kept is not None and (
-                kept.cached >= self.min_cached_fraction * len(request.prompt_ids)
-            )
-            if reusable and kept.total <= cheapest.total + band:
+            if (
+                kept is not None
+                and kept.cached >= self.min_cached_fraction * len(request.prompt_ids)
+                and kept.total <= cheapest.total + band
+            ):
                 chosen = kept
         return chosen.replica
 
@@ -381,6 +382,7 @@ def make_policy(name: str, **options: float) -> Policy:
         return LeastRequests()
     if name == "sticky":
         return Sticky()
+    keys: tuple[str, ...]
     if name == "cache_aware":
         keys = (
             "cache_threshold",

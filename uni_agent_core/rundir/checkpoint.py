@@ -50,7 +50,7 @@ def weights_digest(directory: Path) -> str:
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(directory)).encode() + b"\0")
         with path.open("rb") as handle:
-            for block in iter(lambda handle=handle: handle.read(1 << 22), b""):
+            while block := handle.read(1 << 22):
                 digest.update(block)
     return digest.hexdigest()
 
@@ -137,7 +137,7 @@ def _complete(path: Path) -> dict[str, Any] | None:
 
 def list_complete(directory: Path) -> list[Checkpoint]:
     """Complete checkpoints under `directory`, oldest first."""
-    found = []
+    found: list[Checkpoint] = []
     if not directory.is_dir():
         return found
     for path in sorted(directory.glob(f"{_PREFIX}*")):

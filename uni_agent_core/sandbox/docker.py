@@ -104,11 +104,14 @@ class DockerSandbox(SandboxLifecycle):
             ValueError: No image is named, `workdir` is relative, or a setting is out of bounds.
         """
         self.config = settings_for(DockerSandboxConfig, config, settings, owner="DockerSandbox")
-        if not self.config.image:
+        image = self.config.image
+        if not image:
             raise ValueError(
                 "the docker sandbox needs an image: sandbox.image is unset, so each task brings "
                 "its own (build_sandbox(config, image=...))"
             )
+        self.image: str = image
+        """The container's image (the section's `image`, which this backend requires)."""
         self.name = f"agent-rl-{uuid.uuid4().hex[:16]}"
         """The container's name (fixed up front, so a failed `docker run` can still be removed)."""
         self._docker = [docker, *(["-H", h] if (h := self.config.docker_host) else [])]
@@ -157,7 +160,7 @@ class DockerSandbox(SandboxLifecycle):
             *self._extra_run_args,
             "--entrypoint",
             "sleep",
-            self.config.image,
+            self.image,
             str(math.ceil(self.wall_clock_s)),
         ]
 
@@ -171,7 +174,7 @@ class DockerSandbox(SandboxLifecycle):
         created = await self._run(self.run_argv(), timeout_s=self.startup_timeout_s)
         if created.returncode != 0 or created.timed_out:
             raise SandboxError(
-                f"docker run {self.config.image} failed (exit {created.returncode}): "
+                f"docker run {self.image} failed (exit {created.returncode}): "
                 f"{_text(created.stderr)}"
             )
         await probe_workdir(self.exec, self.workdir, f"container {self.name} (its image)")
@@ -212,7 +215,7 @@ class DockerSandbox(SandboxLifecycle):
         found = await self.exec("command -v socat >/dev/null 2>&1", timeout=30)
         if not found.ok:
             raise SandboxError(
-                f"the image {self.config.image} has no socat; `sandbox.network: gateway` runs "
+                f"the image {self.image} has no socat; `sandbox.network: gateway` runs "
                 "it in the container (install it in the image, or use `network: host`)"
             )
         # Detached (`exec -d`), outside the per-command wrapper that kills what a command
@@ -360,6 +363,7 @@ class DockerSandbox(SandboxLifecycle):
         gateway link."""
         if self.gateway_link is not None:
             await self.gateway_link.close()
+        if self._link_dir is not None:
             shutil.rmtree(self._link_dir, ignore_errors=True)
         argv = [*self._docker, "rm", "-f", self.name]
         try:

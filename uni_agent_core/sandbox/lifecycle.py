@@ -152,6 +152,11 @@ class SandboxLifecycle(StartOnce):
     diff_base: str
     """The commit `diff()` compares the working tree with."""
 
+    def __init__(self, config: Any = None, /, **settings: Any) -> None:
+        """A backend's constructor: its recipe section (None: the defaults), then keyword
+        arguments of its own or fields of the section; it calls `_init_lifecycle()`."""
+        raise NotImplementedError
+
     @classmethod
     def from_config(cls, config: Any, **overrides: Any) -> Self:
         """The sandbox a recipe section describes; `overrides` sets any other argument of the
@@ -290,7 +295,7 @@ class SandboxLifecycle(StartOnce):
             SandboxError: `workdir` is not a git repository or git failed.
         """
         script = diff_script(self.diff_base)
-        result = await self.exec(script, cwd=str(self.workdir))  # type: ignore[attr-defined]
+        result = await self.exec(script, cwd=str(self.workdir))
         if not result.ok:
             raise SandboxError(
                 f"git diff in {self.workdir} failed (exit {result.exit_code}): "

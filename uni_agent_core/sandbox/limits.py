@@ -70,7 +70,8 @@ def _controller_hierarchies() -> dict[Controller, _Hierarchy]:
             for name in controllers.split(","):
                 own_v1[name] = path
     found: dict[Controller, _Hierarchy] = {}
-    for name in ("pids", "memory"):
+    wanted: tuple[Controller, ...] = ("pids", "memory")
+    for name in wanted:
         if name in v1_mounts and name in own_v1:
             found[name] = _Hierarchy(1, v1_mounts[name], own_v1[name])
         elif v2_mount is not None and own_v2 is not None:

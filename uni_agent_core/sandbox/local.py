@@ -223,7 +223,7 @@ class LocalSandbox(SandboxLifecycle):
                 host's IPv4 loopback.
             SandboxError: the sandbox is not usable, or socat is missing.
         """
-        root = self._check_usable()
+        root = self._usable_root()
         if self.config.isolation != "bubblewrap" or self.config.network == "host":
             return
         if self.config.network == "none":
@@ -265,7 +265,7 @@ class LocalSandbox(SandboxLifecycle):
                 the command ran); everything in the sandbox has been killed.
             SandboxError: The sandbox is not started or is closed.
         """
-        root = self._check_usable()
+        root = self._usable_root()
         limit = self.exec_timeout_s if timeout is None else timeout
         if limit <= 0:
             raise ValueError(f"timeout must be > 0, got {limit}")
@@ -369,7 +369,9 @@ class LocalSandbox(SandboxLifecycle):
     async def _abort_start(self) -> None:
         await self.close()
 
-    def _check_usable(self) -> Path:
+    def _usable_root(self) -> Path:
+        """The sandbox's root directory, usable from the moment `_start()` made it (the base's
+        `_check_usable()` waits for the start to finish)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
         if self._root is None:
@@ -412,12 +414,12 @@ class LocalSandbox(SandboxLifecycle):
         return [] if parent == Path("/tmp") or Path("/tmp") in parent.parents else [str(parent)]
 
     def _host_path(self, path: str) -> Path:
-        root = self._check_usable()
+        root = self._usable_root()
         return confine(path, workdir=self.workdir, mount=self._mount, host=root / "workspace")
 
     async def _io(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Runs blocking file work in a thread, within `exec_timeout_s`."""
-        self._check_usable()
+        self._usable_root()
         work: Awaitable[T] = asyncio.to_thread(fn, *args, **kwargs)
         try:
             async with asyncio.timeout(self.exec_timeout_s):

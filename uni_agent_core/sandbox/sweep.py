@@ -158,7 +158,7 @@ def _dead_cgroups(roots: Mapping[Controller, Path]) -> list[tuple[int, Cgroup]]:
     return [(pid, Cgroup(dirs)) for _, (pid, dirs) in sorted(by_name.items())]
 
 
-def _count_failures(kind: str, names: list[str], outcomes: list[object]) -> int:
+def _count_failures(kind: str, names: Sequence[str], outcomes: Sequence[object]) -> int:
     failed = 0
     for name, outcome in zip(names, outcomes, strict=True):
         if isinstance(outcome, SandboxError | OSError):

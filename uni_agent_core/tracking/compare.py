@@ -33,8 +33,8 @@ class Comparison:
         lines = [header, "|---" * (len(self.names) + 1) + "|"]
         for key, values in sorted(self.params.items()):
             lines.append(f"| {key} | " + " | ".join(values) + " |")
-        for key, values in sorted(self.final.items()):
-            cells = ["" if v is None else f"{v:.4g}" for v in values]
+        for key, finals in sorted(self.final.items()):
+            cells = ["" if v is None else f"{v:.4g}" for v in finals]
             lines.append(f"| {key} | " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
 

@@ -46,6 +46,7 @@ def make_server(
 def server_url(server: ThreadingHTTPServer) -> str:
     """The root URL a started server answers on."""
     host, port = server.server_address[:2]
+    assert isinstance(host, str)  # bound to HOST (the socket API also types a bytes host)
     return f"http://{host}:{port}/"
 
 

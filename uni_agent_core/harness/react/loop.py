@@ -144,8 +144,12 @@ class ReactHarness:
                 return verdict.stop
             try:
                 reply = await asyncio.wait_for(
+                    # The history and tool schemas are plain JSON dicts (replies re-enter it as
+                    # `model_dump()`); openai's per-role TypedDicts cannot describe them.
                     client.chat.completions.create(
-                        model=endpoint.model, messages=episode.messages, tools=schemas
+                        model=endpoint.model,
+                        messages=episode.messages,  # type: ignore[arg-type]
+                        tools=schemas,  # type: ignore[arg-type]
                     ),
                     timeout=budgets.remaining_s(),
                 )

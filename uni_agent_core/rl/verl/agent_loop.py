@@ -282,7 +282,10 @@ class UniAgentLoop(AgentLoopBase):
         model_path = self.config.get("actor_rollout_ref", {}).get("model", {}).get("path")
         self.eos_token_ids = eos_ids(self.tokenizer, model_path)
 
-    async def run(self, sampling_params: dict[str, Any], **row: Any) -> list[AgentLoopOutput]:
+    # verl's v1 trainers take a list of outputs (one per chain); the base class still types one.
+    async def run(  # type: ignore[override]
+        self, sampling_params: dict[str, Any], **row: Any
+    ) -> list[AgentLoopOutput]:
         if "session_id" not in row:
             raise ValueError(
                 "UniAgentLoop returns one output per chain, which verl's v1 trainers take "
@@ -309,7 +312,10 @@ class UniAgentLoop(AgentLoopBase):
             ]
         messages = list(row.get("raw_prompt") or [])
         messages = messages or [{"role": "user", "content": task.problem_statement}]
-        prompt = self.tokenizer.apply_chat_template(
+        # verl annotates the attribute with the `AutoTokenizer` factory; it holds what that made
+        # (typed Any, as tokenizers are throughout).
+        tokenizer: Any = self.tokenizer
+        prompt = tokenizer.apply_chat_template(
             [dict(m) for m in messages],
             add_generation_prompt=True,
             tokenize=True,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from uni_agent_core.config.backend import VerlBackendConfig
+from uni_agent_core.config.inference import OpenAIServerEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.errors import UserError
 
@@ -107,6 +108,8 @@ def verl_overrides(recipe: Recipe, inputs: VerlInputs) -> list[str]:
     separate = trainer.mode == "separate_async"
     actor = backend.actor
     correction = algo.rollout_correction
+    engine = recipe.engine
+    assert isinstance(engine, OpenAIServerEngineConfig)  # the recipe requires it with verl
     settings: dict[str, Any] = {
         "model_engine": "megatron" if megatron else "dp",
         # data: the task rows written for this run; verl's validation is off (evaluation is
@@ -147,7 +150,7 @@ def verl_overrides(recipe: Recipe, inputs: VerlInputs) -> list[str]:
         ACTOR + "use_kl_loss": algo.kl_coef > 0,
         ACTOR + "kl_loss_coef": algo.kl_coef,
         # rollout: verl launches the servers; every call returns logprobs
-        ROLLOUT + "name": recipe.engine.api,
+        ROLLOUT + "name": engine.api,
         ROLLOUT + "mode": "async",
         ROLLOUT + "n": trainer.group_size,
         ROLLOUT + "prompt_length": prompt_length,

@@ -228,11 +228,8 @@ def accelerator_problem(launch: VerlLaunch) -> str | None:
     device = launch.recipe.trainer.backend.device
     import torch
 
-    available = (
-        torch.cuda.is_available()
-        if device == "cuda"
-        else bool(getattr(torch, "npu", None) and torch.npu.is_available())
-    )
+    npu = getattr(torch, "npu", None)  # only with torch_npu (Ascend) installed
+    available = torch.cuda.is_available() if device == "cuda" else bool(npu and npu.is_available())
     if available:
         return None
     return (

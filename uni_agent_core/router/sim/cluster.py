@@ -152,7 +152,8 @@ class ClusterSim:
         return self._metrics()
 
     def _arrive(self, session: Session, now: float) -> None:
-        turn, arrival = self._held.pop(session.session_id, None) or (session.next_turn(), now)
+        held = self._held.pop(session.session_id, None)
+        turn, arrival = held if held is not None else (session.next_turn(), now)
         request = RouteRequest(
             request_id=f"{session.session_id}/{turn.index}",
             prompt_ids=turn.prompt,

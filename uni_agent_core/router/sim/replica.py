@@ -185,7 +185,7 @@ class Replica:
             self._make_room()
         budget = self.profile.max_batch_tokens
         unlimited = budget is None
-        room = 0 if unlimited else budget - self.n_decode
+        room = 0 if budget is None else budget - self.n_decode
         chunks: list[tuple[Job, int]] = []
         for job in self.prefilling:
             if not unlimited and room <= 0:
