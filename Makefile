@@ -73,9 +73,12 @@ $(STAMP): pyproject.toml Makefile
 	fi
 	@touch $(STAMP)
 
+# Lint, the import layers, the type checker (`mypy` on uni_agent_core, configured under
+# [tool.mypy] in pyproject.toml), then the tests.
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The demo is the user's path: a local Prefect stack (server on 127.0.0.1:$(DEMO_PORT) with its
