@@ -34,7 +34,8 @@ class ExitReason(StrEnum):
 
 
 class TaskSpec(BaseModel):
-    """One task in SWE-bench row form, plus how to build and check it.
+    """One task: SWE-bench row fields (the `swe` environment's), its environment, and how to
+    build and check it.
 
     `FAIL_TO_PASS`/`PASS_TO_PASS` accept the published JSON-string form as well as lists.
     The per-sample overrides (`harness`, `sandbox`, `reward`, `prompt`) are recipe sections
@@ -64,6 +65,12 @@ class TaskSpec(BaseModel):
     sandbox: dict[str, Any] | None = None
     reward: dict[str, Any] | None = None
     prompt: str | None = None
+    env: str = "swe"
+    """The task's environment (`envs/environment.py`): how its episodes start and are scored.
+    A registered name (`swe`, `shell`) or a user's `package.module:Class`; set by its source."""
+    env_data: dict[str, Any] = Field(default_factory=dict)
+    """What a non-SWE environment needs of the task, in its own schema (a shell task's setup
+    and hidden check scripts). Never shown to the agent."""
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod
@@ -243,6 +250,8 @@ class RolloutResult(BaseModel):
     own task is its group (`group_key`)."""
     harness: str = ""
     """The harness that played it: its type, or its name in a `mix` (per-harness metrics)."""
+    task_env: str = ""
+    """The task's environment (`swe`, `shell`, a user's): the kind of task, per-kind metrics."""
     trajectories: list[Trajectory] = Field(default_factory=list)
     """Every chain the gateway recorded for the episode (several when the harness split it)."""
     turns: int = 0

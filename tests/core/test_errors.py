@@ -29,6 +29,7 @@ USER_ERRORS = {
     "CheckpointNotFoundError",
     "Conflict",
     "DatasetKeyError",
+    "PluginError",
     "PolicyUnavailableError",
     "RecipeError",
     "RunNotFoundError",

@@ -1,10 +1,11 @@
 """Recipes for the commands that run them on this host: the model's checks plus the host's.
 
 The recipe model (`config/`) checks a recipe wherever it is read. What only the host can tell,
-that the policy can be loaded here and that the agent CLIs its harness runs are installed, is
-checked here, before a command starts any work, so
-`agent-rl recipe validate`, `train`, `eval`, `curriculum` and `gateway serve` refuse the same
-recipes with the same `file: policy.name: ...` line instead of failing minutes later.
+that the policy can be loaded here, that the agent CLIs its harness runs are installed and that
+the plug-ins it names import and fit (`rl/plugin_checks.py`), is checked here, before a command
+starts any work, so `agent-rl recipe validate`, `train`, `eval`, `curriculum` and `gateway
+serve` refuse the same recipes with the same `file: policy.name: ...` line instead of failing
+minutes later.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from uni_agent_core.config.problems import RecipeError, RecipeProblem
 from uni_agent_core.harness.agent_clis import agent_cli_problems, gateway_reach_problems
 from uni_agent_core.models import PolicyUnavailableError, resolve_policy
 from uni_agent_core.models.smollm2 import smollm2_gguf_path
+from uni_agent_core.rl.plugin_checks import plugin_problems
 
 BUILD_INPUTS: dict[str, Callable[[], object]] = {"smollm2-135m": smollm2_gguf_path}
 """What building a built-in policy reads from this host (each raises `PolicyUnavailableError`
@@ -39,6 +41,7 @@ def load_recipe_here(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
         for key, message in [
             *agent_cli_problems(recipe.harness),
             *gateway_reach_problems(recipe.sandbox, recipe.harness),
+            *plugin_problems(recipe),
         ]
     ]
     if problems:

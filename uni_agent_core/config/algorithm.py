@@ -5,20 +5,33 @@ Names follow verl's `core_algos` registries, which both the embedded and the ver
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from uni_agent_core.config.base import ConfigModel
+from uni_agent_core.config.base import ConfigModel, ImportPath
 
-AdvantageEstimator = Literal["grpo", "rloo", "reinforce_plus_plus", "grpo_passk", "opo"]
-"""Advantage estimators (verl `algorithm.adv_estimator`)."""
+BuiltinAdvantageEstimator = Literal["grpo", "rloo", "reinforce_plus_plus", "grpo_passk", "opo"]
+"""verl's advantage estimators (`algorithm.adv_estimator`)."""
+
+VerlRegisteredName = Annotated[str, Field(pattern=r"^[A-Za-z_][\w-]*$")]
+"""A name a user's module registered in verl's registry (`rl/losses.py::register_for_verl`,
+verl's `register_adv_est`); checked against the registry when the recipe is checked."""
+
+AdvantageEstimator = BuiltinAdvantageEstimator | ImportPath | VerlRegisteredName
+"""verl's estimators by name, a user's `estimate(inputs: AdvantageInputs) -> Tensor` by import
+path, or one registered in verl's registry by name (`rl/losses.py`, `docs/extending.md`)."""
 
 GROUP_BASELINE_ESTIMATORS: frozenset[str] = frozenset({"grpo", "rloo", "grpo_passk", "opo"})
 """Estimators whose baseline comes from the other samples of the same task's group."""
 
-PolicyLoss = Literal["vanilla", "gspo", "cispo", "gpg", "clip_cov", "kl_cov", "geo_mean"]
-"""Policy losses (verl `policy_loss.loss_mode`)."""
+BuiltinPolicyLoss = Literal["vanilla", "gspo", "cispo", "gpg", "clip_cov", "kl_cov", "geo_mean"]
+"""verl's policy losses (`policy_loss.loss_mode`)."""
+
+PolicyLoss = BuiltinPolicyLoss | ImportPath | VerlRegisteredName
+"""verl's losses by name, a user's `loss(inputs: PolicyLossInputs) -> PolicyLossOutput` by
+import path, or one registered in verl's registry by name (`rl/losses.py`,
+`docs/extending.md`)."""
 
 LossAggMode = Literal[
     "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
@@ -52,7 +65,9 @@ class AlgorithmConfig(ConfigModel):
     """Divide group-relative advantages by the group's reward std (False gives Dr. GRPO)."""
     policy_loss: PolicyLoss = "vanilla"
     """`vanilla` is token-level PPO clipping; `gspo` clips a sequence-level ratio (use clip
-    ratios around 3e-4/4e-4); `cispo` clips the importance weight, not the update."""
+    ratios around 3e-4/4e-4); `cispo` clips the importance weight, not the update; or a user's
+    loss, `package.module:function` (the embedded backend; on verl, register it and give its
+    name)."""
     loss_agg_mode: LossAggMode = "token-mean"
     """Reduction of per-token losses."""
     clip_ratio_low: float = Field(default=0.2, gt=0.0, lt=1.0)

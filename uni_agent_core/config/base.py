@@ -45,6 +45,17 @@ Duration = Annotated[
 """Seconds of a timeout, deadline or expiry: positive and at most `MAX_DURATION_S` (a day)."""
 
 
+ImportPath = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
+        examples=["my_package.my_module:MyHarness"],
+    ),
+]
+"""A user's own object, `package.module:attribute` (`uni_agent_core.plugins`); whether it
+imports and fits is checked when the recipe is checked on a host."""
+
+
 class ConfigModel(BaseModel):
     """Base of all recipe models: unknown keys are errors and field docstrings are descriptions.
 

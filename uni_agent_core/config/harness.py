@@ -2,8 +2,9 @@
 
 A discriminated union on `type`: `react` (the white-box ReAct loop with swappable error
 policies), `blackbox` (any command pointed at the session's base URLs), `mini_swe_agent`, the
-real agent CLIs `claude_code` and `codex` (pinned versions, installed by `make setup`), and
-`mix`, which picks one of several harnesses per task so that one run trains them side by side.
+real agent CLIs `claude_code` and `codex` (pinned versions, installed by `make setup`), `plugin`
+(a user's harness by import path), and `mix`, which picks one of several harnesses per task so
+that one run trains them side by side.
 A harness never computes reward; its budgets end an episode with a named `ExitReason`.
 """
 
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from uni_agent_core.config.base import ConfigModel, Duration, raise_conflicts
+from uni_agent_core.config.base import ConfigModel, Duration, ImportPath, raise_conflicts
 
 ToolName = Literal["shell", "editor", "submit", "finish"]
 """Tools the ReAct harness can expose."""
@@ -197,12 +198,34 @@ class CodexHarnessConfig(AgentCliHarnessConfig):
     """The Codex release to run."""
 
 
+class PluginHarnessConfig(ConfigModel):
+    """A user's own harness, by import path (`docs/extending.md`)."""
+
+    type: Literal["plugin"] = "plugin"
+    """Selects a user's harness."""
+    path: ImportPath
+    """`package.module:attribute`: a callable that takes `options` and returns an object with
+    `async def run(task, sandbox, endpoint) -> HarnessResult` (`harness/base.py`)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Handed to the callable as one mapping; its meaning is the harness's own."""
+    name: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    """The name its metrics go under; default the attribute's name, lowercased."""
+    wall_clock_s: Duration = 3000.0
+    """The episode's deadline, which the sandbox's `wall_clock_s` must cover; the harness
+    enforces it."""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path.rpartition(":")[2].rpartition(".")[2].lower()
+
+
 LeafHarnessConfig = Annotated[
     ReactHarnessConfig
     | BlackboxHarnessConfig
     | MiniSweAgentHarnessConfig
     | ClaudeCodeHarnessConfig
-    | CodexHarnessConfig,
+    | CodexHarnessConfig
+    | PluginHarnessConfig,
     Field(discriminator="type"),
 ]
 """A harness that runs an episode itself (every type but `mix`)."""
@@ -220,7 +243,7 @@ class MixMember(ConfigModel):
 
     @property
     def label(self) -> str:
-        return self.name or self.harness.type
+        return self.name or harness_label(self.harness)
 
 
 class MixHarnessConfig(ConfigModel):
@@ -252,17 +275,23 @@ HarnessConfig = Annotated[
     | MiniSweAgentHarnessConfig
     | ClaudeCodeHarnessConfig
     | CodexHarnessConfig
+    | PluginHarnessConfig
     | MixHarnessConfig,
     Field(discriminator="type"),
 ]
 """An agent harness, chosen by its `type:` tag."""
 
 
+def harness_label(harness: LeafHarnessConfig) -> str:
+    """The name a harness's metrics go under: its type, or a plug-in's label."""
+    return harness.label if isinstance(harness, PluginHarnessConfig) else harness.type
+
+
 def harness_members(harness: HarnessConfig) -> list[tuple[str, LeafHarnessConfig]]:
     """`(name, harness)` of every harness a section can run: a mix's members, else itself."""
     if isinstance(harness, MixHarnessConfig):
         return [(member.label, member.harness) for member in harness.harnesses]
-    return [(harness.type, harness)]
+    return [(harness_label(harness), harness)]
 
 
 def harness_deadline_key(harness: HarnessConfig) -> tuple[str, float]:

@@ -1,17 +1,24 @@
 """The sandbox section: where agent commands and hidden tests run, with explicit limits.
 
 A discriminated union on `type`: `local` (a process tree, bubblewrap isolation), `swerex` (a
-SWE-ReX remote runtime), `docker` and `modal`. Every backend states its start, command and
-wall-clock timeouts, each at most a day (`Duration`); no backend waits forever.
+SWE-ReX remote runtime), `docker`, `modal`, and `plugin` (a user's backend by import path).
+Every backend states its start, command and wall-clock timeouts, each at most a day
+(`Duration`); no backend waits forever.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from uni_agent_core.config.base import MAX_DURATION_S, ConfigModel, Duration, raise_conflicts
+from uni_agent_core.config.base import (
+    MAX_DURATION_S,
+    ConfigModel,
+    Duration,
+    ImportPath,
+    raise_conflicts,
+)
 
 MODAL_MAX_LIFETIME_S = 24 * 3600
 """Modal's cap on a sandbox's lifetime, in seconds."""
@@ -225,8 +232,26 @@ class ModalSandboxConfig(_ResourceCaps):
         return self
 
 
+class PluginSandboxConfig(_SandboxLimits):
+    """A user's own sandbox backend, by import path (`docs/extending.md`). The run's pool
+    starts, retries and times it like a built-in (the fields shared by every backend)."""
+
+    type: Literal["plugin"] = "plugin"
+    """Selects a user's backend."""
+    path: ImportPath
+    """`package.module:attribute`: a callable that takes `options` and a task's placement as
+    keywords (`hide_paths=` for local tasks; `image=`, `workdir=` for image tasks) and returns a
+    not yet started `Sandbox` (`sandbox/base.py`)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Handed to the callable as one mapping; its meaning is the backend's own."""
+
+
 SandboxConfig = Annotated[
-    LocalSandboxConfig | SwerexSandboxConfig | DockerSandboxConfig | ModalSandboxConfig,
+    LocalSandboxConfig
+    | SwerexSandboxConfig
+    | DockerSandboxConfig
+    | ModalSandboxConfig
+    | PluginSandboxConfig,
     Field(discriminator="type"),
 ]
 """A sandbox backend, chosen by its `type:` tag."""

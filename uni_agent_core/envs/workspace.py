@@ -19,7 +19,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from uni_agent_core.config.sandbox import LocalSandboxConfig, SandboxConfig
+from uni_agent_core.config.sandbox import LocalSandboxConfig, PluginSandboxConfig, SandboxConfig
 from uni_agent_core.envs.micro_swe.generator import COMMIT_SCRIPT
 from uni_agent_core.errors import UserError
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
@@ -45,15 +45,14 @@ def source_type(task: TaskSpec) -> str:
 def sandbox_overrides(task: TaskSpec, config: SandboxConfig) -> dict[str, Any]:
     """Constructor arguments a task adds to its sandbox backend (see `build_sandbox`).
 
-    Image tasks pass their image and working directory (and need a container backend);
-    micro-swe tasks on the local backend hide the dataset directory, which holds the gold
-    and test patches, from the sandbox.
+    Image tasks pass their image and working directory (and need a container backend); other
+    tasks on the local (or a plug-in) backend hide the paths their `source.hide` lists (a
+    micro-swe dataset's directory, which holds the gold and test patches).
 
     Raises:
         TaskDataError: an image task on the local backend, which cannot run images.
     """
-    kind = source_type(task)
-    if kind == "image":
+    if task.source.get("type") == "image":
         if isinstance(config, LocalSandboxConfig):
             raise TaskDataError(
                 f"task {task.instance_id} runs in image {task.source.get('image')!r}; the local "
@@ -63,7 +62,7 @@ def sandbox_overrides(task: TaskSpec, config: SandboxConfig) -> dict[str, Any]:
         if task.source.get("workdir"):
             overrides["workdir"] = task.source["workdir"]
         return overrides
-    if isinstance(config, LocalSandboxConfig):
+    if isinstance(config, LocalSandboxConfig | PluginSandboxConfig):
         return {"hide_paths": [str(p) for p in task.source.get("hide", [])]}
     return {}
 

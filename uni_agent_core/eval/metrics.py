@@ -72,6 +72,8 @@ class SampleRow(BaseModel):
     level: str | None = None
     harness: str | None = None
     """The harness that played it (its type, or its name in a `mix`)."""
+    task_env: str | None = None
+    """The task's environment (`swe`, `shell`, a user's): the kind of task."""
     turns: int = 0
     tokens: int = 0
     seconds: float = 0.0
@@ -96,6 +98,8 @@ class EvalSummary(BaseModel):
     by_level: dict[str, dict[str, float]]
     by_harness: dict[str, dict[str, float]] = Field(default_factory=dict)
     """The same scores over each harness's tasks (a `mix` gives each task one harness)."""
+    by_task_env: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """The same scores over each kind of task (`swe`, `shell`, ...)."""
     exit_reasons: dict[str, int]
     leak_flagged: int
 
@@ -122,10 +126,13 @@ def summarize(rows: Sequence[SampleRow], k: int) -> EvalSummary:
 
     levels: dict[str, dict[str, list[SampleRow]]] = defaultdict(dict)
     harnesses: dict[str, dict[str, list[SampleRow]]] = defaultdict(dict)
+    kinds: dict[str, dict[str, list[SampleRow]]] = defaultdict(dict)
     for task, task_rows in per_task.items():
         levels[task_rows[0].level or "unknown"][task] = task_rows
         if task_rows[0].harness:
             harnesses[task_rows[0].harness][task] = task_rows
+        if task_rows[0].task_env:
+            kinds[task_rows[0].task_env][task] = task_rows
     overall = scores(per_task)
     return EvalSummary(
         tasks=len(per_task),
@@ -136,6 +143,7 @@ def summarize(rows: Sequence[SampleRow], k: int) -> EvalSummary:
         pass_at_k=overall[f"pass@{k}"],
         by_level={level: scores(task_rows) for level, task_rows in sorted(levels.items())},
         by_harness={name: scores(task_rows) for name, task_rows in sorted(harnesses.items())},
+        by_task_env={name: scores(task_rows) for name, task_rows in sorted(kinds.items())},
         exit_reasons=dict(Counter(row.exit_reason for row in rows)),
         leak_flagged=sum(row.leak_flagged for row in rows),
     )

@@ -25,6 +25,9 @@ def eval_metrics(summary: EvalSummary) -> dict[str, float]:
     for name, scores in summary.by_harness.items():
         metrics[f"eval/harness/{name}/pass@1"] = scores["pass@1"]
         metrics[f"eval/harness/{name}/avg@{k}"] = scores[f"avg@{k}"]
+    for name, scores in summary.by_task_env.items():
+        metrics[f"eval/task_env/{name}/pass@1"] = scores["pass@1"]
+        metrics[f"eval/task_env/{name}/avg@{k}"] = scores[f"avg@{k}"]
     for reason, count in summary.exit_reasons.items():
         # a share of the samples; times `eval/samples` it is the count
         metrics[f"eval/exit/{reason}"] = count / summary.samples
@@ -53,6 +56,12 @@ def render_markdown(summary: EvalSummary, spec: dict[str, Any], seconds: float) 
             f"| harness {name} ({int(s['tasks'])} tasks) | {s['pass@1']:.3f} | "
             f"{s[f'pass@{k}']:.3f} | {s[f'avg@{k}']:.3f} |"
             for name, s in summary.by_harness.items()
+        ],
+        *[
+            f"| {name} tasks ({int(s['tasks'])}) | {s['pass@1']:.3f} | "
+            f"{s[f'pass@{k}']:.3f} | {s[f'avg@{k}']:.3f} |"
+            for name, s in summary.by_task_env.items()
+            if len(summary.by_task_env) > 1
         ],
         "",
         "| exit reason | samples |",

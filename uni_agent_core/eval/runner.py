@@ -269,6 +269,7 @@ class Evaluation:
                 exit_reason=result.exit_reason.value,
                 level=levels[task.instance_id],
                 harness=result.harness or None,
+                task_env=result.task_env or None,
                 turns=result.turns,
                 tokens=result.sampled_tokens,
                 seconds=time.perf_counter() - clock,

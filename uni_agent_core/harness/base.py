@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from uni_agent_core.sandbox.base import Sandbox
-from uni_agent_core.types import ExitReason, TaskSpec
+from uni_agent_core.types import ExitReason, TaskSpec, ToolCall
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,11 @@ class HarnessResult:
     steps: int
     """Model calls made."""
     info: dict[str, Any] = field(default_factory=dict)
-    """Counters and details: tool calls, tool errors, format errors, nudges, last error."""
+    """Diagnostics for logs only (counters, the last error); nothing reads them by key."""
+    actions: list[ToolCall] = field(default_factory=list)
+    """The tool calls a white-box harness ran, in order, arguments in full (the leak audit
+    reads them; the trace clips them). Black-box harnesses, whose tools run out of sight,
+    report none."""
 
 
 @runtime_checkable

@@ -4,44 +4,37 @@
 from __future__ import annotations
 
 from uni_agent_core.config.harness import (
-    BlackboxHarnessConfig,
-    ClaudeCodeHarnessConfig,
-    CodexHarnessConfig,
     HarnessConfig,
     LeafHarnessConfig,
-    MiniSweAgentHarnessConfig,
     MixHarnessConfig,
     MixMember,
-    ReactHarnessConfig,
+    PluginHarnessConfig,
+    harness_label,
 )
 from uni_agent_core.config.overrides import section_for_task
 from uni_agent_core.harness.base import Harness
+from uni_agent_core.plugins import resolve
 from uni_agent_core.types import TaskSpec
 
 
 def build_harness(config: LeafHarnessConfig) -> Harness:
-    """The harness a (validated) harness section describes."""
-    if isinstance(config, ReactHarnessConfig):
-        from uni_agent_core.harness.react.loop import ReactHarness
+    """The harness a (validated) harness section describes: a built-in's class (from the
+    plug-in registry) given the section, or a plug-in's callable given its `options`.
 
-        return ReactHarness(config)
-    if isinstance(config, BlackboxHarnessConfig):
-        from uni_agent_core.harness.blackbox import BlackboxHarness
-
-        return BlackboxHarness(config)
-    if isinstance(config, MiniSweAgentHarnessConfig):
-        from uni_agent_core.harness.mini_swe_agent import MiniSweAgentHarness
-
-        return MiniSweAgentHarness(config)
-    if isinstance(config, ClaudeCodeHarnessConfig):
-        from uni_agent_core.harness.claude_code import ClaudeCodeHarness
-
-        return ClaudeCodeHarness(config)
-    if isinstance(config, CodexHarnessConfig):
-        from uni_agent_core.harness.codex import CodexHarness
-
-        return CodexHarness(config)
-    raise TypeError(f"unknown harness config {type(config).__name__}")
+    Raises:
+        PluginError: a plug-in's path does not import.
+        TypeError: a plug-in's callable returned something that is not a `Harness`.
+    """
+    if isinstance(config, PluginHarnessConfig):
+        harness = resolve("harness", config.path)(dict(config.options))
+        if not isinstance(harness, Harness):
+            raise TypeError(
+                f"harness {config.path} returned a {type(harness).__name__}, which has no "
+                "`async def run(task, sandbox, endpoint)`"
+            )
+        return harness
+    built: Harness = resolve("harness", config.type)(config)
+    return built
 
 
 class HarnessAssignment:
@@ -64,7 +57,7 @@ class HarnessAssignment:
             "harness", HarnessConfig, self.config, task.harness, task_id=task.instance_id
         )
         if not isinstance(config, MixHarnessConfig):
-            return config.type, config
+            return harness_label(config), config
         member = self._assigned.get(task.instance_id)
         if member is None:
             member = self._assigned[task.instance_id] = self._next_member(config)

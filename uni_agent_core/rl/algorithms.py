@@ -23,14 +23,17 @@ import numpy as np
 import torch
 
 from uni_agent_core.config.algorithm import AlgorithmConfig
+from uni_agent_core.plugins import is_import_path, resolve
+from uni_agent_core.rl.losses import AdvantageInputs, verl_policy_loss
 
 
 def verl_algo_config(algorithm: AlgorithmConfig) -> Any:
     """verl's `AlgoConfig` for the estimator (only the fields advantage functions read)."""
     from verl.trainer.config import AlgoConfig
 
+    estimator = algorithm.adv_estimator
     return AlgoConfig(
-        adv_estimator=algorithm.adv_estimator,
+        adv_estimator="grpo" if is_import_path(estimator) else estimator,
         norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std,
         gamma=1.0,
         lam=1.0,
@@ -51,14 +54,17 @@ def verl_actor_config(algorithm: AlgorithmConfig) -> Any:
         clip_ratio_high=algorithm.clip_ratio_high,
         clip_ratio_c=algorithm.clip_ratio_c,
         loss_agg_mode=algorithm.loss_agg_mode,
-        policy_loss=PolicyLossConfig(loss_mode=algorithm.policy_loss),
+        policy_loss=PolicyLossConfig(
+            loss_mode="vanilla" if is_import_path(algorithm.policy_loss) else algorithm.policy_loss
+        ),
     )
 
 
 def episode_advantages(
     rewards_E: torch.Tensor, group_ids: Sequence[str], algorithm: AlgorithmConfig
 ) -> torch.Tensor:
-    """One advantage per episode from verl's estimator, episodes grouped by `group_ids`.
+    """One advantage per episode from verl's estimator (or the recipe's own, by import path),
+    episodes grouped by `group_ids`.
 
     Args:
         rewards_E: outcome reward of each episode.
@@ -72,6 +78,8 @@ def episode_advantages(
 
     if len(group_ids) != rewards_E.shape[0]:
         raise ValueError(f"{len(group_ids)} group ids for {rewards_E.shape[0]} rewards")
+    if is_import_path(algorithm.adv_estimator):
+        return _user_advantages(rewards_E, group_ids, algorithm)
     estimator = get_adv_estimator_fn(algorithm.adv_estimator)
     accepted = inspect.signature(estimator).parameters
     kwargs: dict[str, Any] = {
@@ -85,6 +93,20 @@ def episode_advantages(
         kwargs["norm_adv_by_std_in_grpo"] = algorithm.norm_adv_by_std
     advantages, _ = estimator(**kwargs)
     return advantages[:, 0]
+
+
+def _user_advantages(
+    rewards_E: torch.Tensor, group_ids: Sequence[str], algorithm: AlgorithmConfig
+) -> torch.Tensor:
+    estimate = resolve("adv_estimator", algorithm.adv_estimator)
+    advantages = estimate(AdvantageInputs(rewards_E.to(torch.float32), group_ids, algorithm))
+    if not isinstance(advantages, torch.Tensor) or advantages.shape != rewards_E.shape:
+        raise TypeError(
+            f"advantage estimator {algorithm.adv_estimator} must return a tensor of shape "
+            f"{tuple(rewards_E.shape)} (one advantage per episode), got "
+            f"{getattr(advantages, 'shape', type(advantages).__name__)}"
+        )
+    return advantages.to(torch.float32)
 
 
 def rollout_is_weights(
@@ -135,7 +157,8 @@ def is_weight_metrics(
 
 
 class PolicyLoss:
-    """verl's policy loss for the recipe, normalised over a whole step's batch.
+    """verl's policy loss for the recipe (or the recipe's own, by import path, through the
+    same signature: `rl/losses.py`), normalised over a whole step's batch.
 
     `set_step_totals` must be called once per step with the batch's sampled-token and row
     counts, so that micro-batch losses sum to the loss of the whole batch (gradient
@@ -147,7 +170,12 @@ class PolicyLoss:
 
         self.algorithm = algorithm
         self.config = verl_actor_config(algorithm)
-        self.loss_fn = get_policy_loss_fn(algorithm.policy_loss)
+        name = algorithm.policy_loss
+        self.loss_fn = (
+            verl_policy_loss(resolve("policy_loss", name))
+            if is_import_path(name)
+            else get_policy_loss_fn(name)
+        )
         self.loss_scale_factor = loss_scale_factor
 
     def set_step_totals(self, *, tokens: int, rows: int) -> None:

@@ -19,7 +19,7 @@ router's load control, `router/load_control.py`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from uni_agent_core.types import ExitReason, RolloutResult
 
@@ -59,6 +59,7 @@ def episode_metrics(results: Sequence[RolloutResult], trainer_version: int) -> d
     for reason in ExitReason:
         metrics[f"train/exit/{reason.value}"] = sum(r.exit_reason is reason for r in results) / n
     metrics.update(harness_metrics(results))
+    metrics.update(task_env_metrics(results))
     spans = [span for r in results for t in r.trajectories if (span := t.version_span) is not None]
     if spans:
         metrics["train/multi_version_frac"] = sum(s[1] > s[0] for s in spans) / len(spans)
@@ -73,13 +74,24 @@ def episode_metrics(results: Sequence[RolloutResult], trainer_version: int) -> d
 
 def harness_metrics(results: Sequence[RolloutResult]) -> dict[str, float]:
     """Reward, pass rate, turns, tokens and exits of each harness's episodes."""
-    by_harness: dict[str, list[RolloutResult]] = defaultdict(list)
+    return _metrics_by(results, "train/harness", lambda result: result.harness)
+
+
+def task_env_metrics(results: Sequence[RolloutResult]) -> dict[str, float]:
+    """The same of each kind of task's episodes (`train/task_env/swe/...`, `.../shell/...`)."""
+    return _metrics_by(results, "train/task_env", lambda result: result.task_env)
+
+
+def _metrics_by(
+    results: Sequence[RolloutResult], root: str, name_of: Callable[[RolloutResult], str]
+) -> dict[str, float]:
+    groups: dict[str, list[RolloutResult]] = defaultdict(list)
     for result in results:
-        if result.harness:
-            by_harness[result.harness].append(result)
+        if name_of(result):
+            groups[name_of(result)].append(result)
     metrics: dict[str, float] = {}
-    for name, episodes in sorted(by_harness.items()):
-        n, prefix = len(episodes), f"train/harness/{name}"
+    for name, episodes in sorted(groups.items()):
+        n, prefix = len(episodes), f"{root}/{name}"
         metrics[f"{prefix}/episodes"] = float(n)
         metrics[f"{prefix}/reward_mean"] = sum(r.reward for r in episodes) / n
         metrics[f"{prefix}/pass_rate"] = sum(r.resolved for r in episodes) / n

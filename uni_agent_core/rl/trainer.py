@@ -354,7 +354,7 @@ class EmbeddedTrainer:
                 ).cpu()
                 old[chunk, shared:width] = values.detach()
                 forwards += 1
-                if not training:
+                if advantages_B is None:  # a logprob pass: no loss
                     continue
                 loss, step_metrics = self._micro_batch_loss(
                     batch, advantages_B, chunk, slice(shared, width), values

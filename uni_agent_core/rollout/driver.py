@@ -1,36 +1,39 @@
-"""The rollout driver: one episode = harness -> gateway session -> sandbox -> verifier.
+"""The rollout driver: one episode = gateway session -> sandbox -> harness -> task environment.
 
 For each episode the driver opens a gateway session (seeded, so a replay samples the same
-tokens), builds the task's sandbox (the run's section or the task's override), puts the
-repository in it at its base commit with newer history scrubbed, runs the task's harness against
-the session's URLs, takes the working-tree diff, and scores it in a fresh sandbox with the
-task's reward section and the leak policy; a verifier whose tests pass `reward.test_timeout_s`
-ends the episode as `test_timeout` (reward 0), and an episode the harness stopped unfinished
-(`UNFINISHED_EXITS`) is scored as `reward.unfinished` says. The session's chains become the
+tokens), builds the task's sandbox (the run's section or the task's override), lets the task's
+environment (`envs/environment.py`: `swe` for repository tasks, `shell`, or a user's) prepare
+it, runs the task's harness against the session's URLs, lets the environment observe the final
+state before the sandbox closes, and has it score the episode afterwards. A score that runs out
+of time ends the episode as `test_timeout` (reward 0). The session's chains become the
 episode's trajectories, each carrying the reward and exit reason; what the episode did on the
-way (the gateway's engine calls, a white-box harness's tool calls, the verifier's run, the diff)
-rides along for its trace (`tracking/traces.py`). Sandbox and task-data failures end the episode
-with `sandbox_error` (reward 0, masked from the loss); they are counted, never raised. Episodes
-run at most `max_concurrency` at a time.
+way (the gateway's engine calls, a white-box harness's tool calls, the scoring run, the
+environment's record of the final state) rides along for its trace (`tracking/traces.py`).
+Sandbox and task-data failures end the episode with `sandbox_error` (reward 0, masked from the
+loss); they are counted, never raised. Episodes run at most `max_concurrency` at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import zlib
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
 from uni_agent_core.config.harness import HarnessConfig
-from uni_agent_core.config.overrides import section_for_task
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.reward import RewardConfig
-from uni_agent_core.envs.verifier import SandboxFactory, Verdict, Verifier
-from uni_agent_core.envs.workspace import TaskDataError, prepare_agent_workspace
+from uni_agent_core.envs.environment import (
+    EnvironmentContext,
+    EpisodeFacts,
+    Observation,
+    Outcome,
+    TaskEnvironments,
+)
+from uni_agent_core.envs.verifier import SandboxFactory
+from uni_agent_core.envs.workspace import TaskDataError
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.session import TOOL_ARGUMENTS_SHOWN
 from uni_agent_core.harness.agent_clis import gateway_reach_problems, require_agent_clis
@@ -39,56 +42,13 @@ from uni_agent_core.harness.factory import HarnessAssignment, build_harness
 from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.sandbox.base import SandboxError
 from uni_agent_core.sandbox.git_hygiene import GitHygieneError
-from uni_agent_core.types import (
-    UNFINISHED_EXITS,
-    ExitReason,
-    RolloutResult,
-    TaskSpec,
-    ToolCall,
-    Verification,
-)
+from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec, ToolCall
 
 logger = logging.getLogger(__name__)
 
 
-DIFF_KEPT_CHARS = 20_000
-"""Characters of an episode's diff its result keeps (the trace's output)."""
-
-
-def tool_call_of(action: dict[str, Any]) -> ToolCall:
-    """A harness's action record (`info["actions"]`) as a `ToolCall`."""
-    arguments = action.get("arguments", "")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments)
-    return ToolCall(
-        name=str(action.get("name", "")),
-        arguments=arguments[:TOOL_ARGUMENTS_SHOWN],
-        output=str(action.get("output", "")),
-        error=bool(action.get("error", False)),
-        exit_code=action.get("exit_code"),
-        started_at=float(action.get("started_at", 0.0)),
-        seconds=float(action.get("seconds", 0.0)),
-    )
-
-
-def verification_of(verdict: Verdict, started_at: float) -> Verification:
-    """What the verifier did, as the episode's trace shows it."""
-    report = verdict.report
-    passed = failed = 0
-    if report is not None:
-        passed = len(report.fail_to_pass_passed) + len(report.pass_to_pass_passed)
-        failed = len(report.fail_to_pass_failed) + len(report.pass_to_pass_failed)
-    return Verification(
-        tests_run=passed + failed,
-        passed=passed,
-        failed=failed,
-        patch_applied=verdict.patch_applied and verdict.test_patch_applied,
-        timed_out=verdict.timed_out,
-        status=report.status if report is not None else "",
-        error=verdict.error,
-        started_at=started_at,
-        seconds=verdict.duration_s,
-    )
+RECORD_KEPT_CHARS = 20_000
+"""Characters of the environment's record of an episode (a diff) its result keeps."""
 
 
 def episode_seed(run_seed: int, step: int, task_id: str, sample_index: int) -> int:
@@ -119,6 +79,8 @@ class RolloutDriver:
         self.sandbox_factory = sandbox_factory
         """Makes each episode's fresh sandbox, and the verifier's."""
         self.reward = reward
+        self.environments = TaskEnvironments(EnvironmentContext(sandbox_factory, reward))
+        """Each task's environment (`TaskSpec.env`), built once per run."""
         self.max_total_tokens = max_total_tokens
         self.limit = asyncio.Semaphore(max_concurrency)
         self.errors: Counter[str] = Counter()
@@ -209,47 +171,34 @@ class RolloutDriver:
         root = f"{self.gateway_url}/sessions/{session.session_id}"
         endpoint = Endpoint(openai_base_url=root + "/v1", anthropic_base_url=root, api_key=key)
         timings: dict[str, float] = {}
-        exit_reason, turns, diff, error = ExitReason.SANDBOX_ERROR, 0, "", None
-        actions: list[Any] = []
+        exit_reason, turns, error = ExitReason.SANDBOX_ERROR, 0, None
+        observation, actions = Observation(), list[ToolCall]()
         harness_name, harness_config = self.assignment.choose(task)
+        environment = self.environments.for_task(task)
         try:
             clock = time.perf_counter()
             async with self.sandbox_factory(task) as sandbox:
-                await prepare_agent_workspace(sandbox, task)
+                await environment.prepare(sandbox, task)
                 timings["sandbox"] = time.perf_counter() - clock
                 clock = time.perf_counter()
                 result = await build_harness(harness_config).run(task, sandbox, endpoint)
                 timings["agent"] = time.perf_counter() - clock
-                exit_reason, turns = result.exit_reason, result.steps
-                actions = list(result.info.get("actions", []))
-                diff = await sandbox.diff()
+                exit_reason, turns, actions = result.exit_reason, result.steps, result.actions
+                observation = await environment.observe(sandbox, task)
         except (SandboxError, TaskDataError, GitHygieneError, OSError) as exc:
             # Deliberate boundary: an infrastructure failure ends this episode, not the run.
             self.errors[type(exc).__name__] += 1
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("episode %s/%d: %s", task.instance_id, sample_index, error)
             exit_reason = ExitReason.SANDBOX_ERROR
-        reward, resolved, leak_flagged = 0.0, False, False
-        verification = None
+        outcome = Outcome(reward=0.0, resolved=False)
         if error is None:
-            clock, verify_started = time.perf_counter(), time.time()
-            reward_config = section_for_task(
-                "reward", RewardConfig, self.reward, task.reward, task_id=task.instance_id
-            )
-            verifier = Verifier(self.sandbox_factory, reward_config)
+            clock = time.perf_counter()
             try:
-                verdict = None
-                if exit_reason in UNFINISHED_EXITS:
-                    verdict = verifier.score_unfinished(task, actions, exit_reason.value)
-                if verdict is None:
-                    verdict = await verifier.score_episode(task, diff, actions)
-                reward, resolved, leak_flagged = (
-                    verdict.reward,
-                    verdict.resolved,
-                    verdict.leak_flagged,
+                outcome = await environment.score(
+                    EpisodeFacts(task, exit_reason, actions), observation
                 )
-                verification = verification_of(verdict, verify_started)
-                if verdict.timed_out:
+                if outcome.timed_out:
                     exit_reason = ExitReason.TEST_TIMEOUT
             except (SandboxError, TaskDataError, OSError) as exc:
                 self.errors[f"verify:{type(exc).__name__}"] += 1
@@ -259,25 +208,31 @@ class RolloutDriver:
         trajectories = session.trajectories()
         self.manager.delete(session.session_id)
         for trajectory in trajectories:
-            trajectory.reward = reward
+            trajectory.reward = outcome.reward
             trajectory.exit_reason = exit_reason
         return RolloutResult(
             task_id=task.instance_id,
             sample_index=sample_index,
-            reward=reward,
+            reward=outcome.reward,
             exit_reason=exit_reason,
             harness=harness_name,
+            task_env=environment.name or task.env,
             trajectories=trajectories,
             turns=turns,
-            resolved=resolved,
-            leak_flagged=leak_flagged,
+            resolved=outcome.resolved,
+            leak_flagged=outcome.leak_flagged,
             started_version=started_version,
             timings=timings,
             error=error,
             task_level=task.difficulty,
             started_at=started_at,
             calls=session.model_calls(),
-            tool_calls=[tool_call_of(action) for action in actions],
-            verification=verification,
-            diff=diff[:DIFF_KEPT_CHARS],
+            tool_calls=[_clipped(action) for action in actions],
+            verification=outcome.verification,
+            diff=observation.record[:RECORD_KEPT_CHARS],
         )
+
+
+def _clipped(action: ToolCall) -> ToolCall:
+    """A tool call as the episode's trace keeps it: arguments clipped."""
+    return action.model_copy(update={"arguments": action.arguments[:TOOL_ARGUMENTS_SHOWN]})

@@ -3,7 +3,7 @@
 `sandbox_for_task` resolves a `TaskSpec.sandbox` mapping against the run's section (merged onto
 it without a `type:` or with the same one, replacing it with another type) and validates the
 result with the recipe's models; `build_sandbox` makes the backend object. Backends are imported
-on demand, so a local run never imports swe-rex or modal.
+on demand (`uni_agent_core.plugins`), so a local run never imports swe-rex or modal.
 """
 
 from __future__ import annotations
@@ -12,49 +12,38 @@ from collections.abc import Mapping
 from typing import Any
 
 from uni_agent_core.config.overrides import section_for_task
-from uni_agent_core.config.sandbox import (
-    DockerSandboxConfig,
-    LocalSandboxConfig,
-    ModalSandboxConfig,
-    SandboxConfig,
-    SwerexSandboxConfig,
-)
+from uni_agent_core.config.sandbox import PluginSandboxConfig, SandboxConfig
+from uni_agent_core.plugins import resolve
 from uni_agent_core.sandbox.base import Sandbox
 
 
 def build_sandbox(config: SandboxConfig, **overrides: Any) -> Sandbox:
     """The (not yet started) sandbox a validated sandbox section describes.
 
+    A built-in backend's `from_config` (from the plug-in registry) gets the section; a
+    plug-in's callable gets its `options` mapping.
+
     Args:
-        config: The sandbox section (`local`, `swerex`, `docker` or `modal`).
+        config: The sandbox section (`local`, `swerex`, `docker`, `modal` or `plugin`).
         **overrides: Constructor arguments of the backend beyond the recipe's, e.g. the task's
             `image=` for docker and modal, `workdir=`, `env=`, or `deployment=` for swerex.
 
     Raises:
-        TypeError: `config` is not a sandbox section, or an override is not an argument of
-            the backend.
+        TypeError: an override is not an argument of the backend, or a plug-in returned
+            something that is not a `Sandbox`.
         ValueError: The section and overrides do not make a usable sandbox (e.g. no image).
+        PluginError: a plug-in's path does not import.
     """
-    if isinstance(config, LocalSandboxConfig):
-        from uni_agent_core.sandbox.local import LocalSandbox
-
-        return LocalSandbox.from_config(config, **overrides)
-    if isinstance(config, SwerexSandboxConfig):
-        from uni_agent_core.sandbox.swerex import SwerexSandbox
-
-        return SwerexSandbox.from_config(config, **overrides)
-    if isinstance(config, DockerSandboxConfig):
-        from uni_agent_core.sandbox.docker import DockerSandbox
-
-        return DockerSandbox.from_config(config, **overrides)
-    if isinstance(config, ModalSandboxConfig):
-        from uni_agent_core.sandbox.modal import ModalSandbox
-
-        return ModalSandbox.from_config(config, **overrides)
-    raise TypeError(
-        f"not a sandbox section: {type(config).__name__} (expected one of the "
-        "local/swerex/docker/modal configs from uni_agent_core.config.sandbox)"
-    )
+    if isinstance(config, PluginSandboxConfig):
+        sandbox = resolve("sandbox", config.path)(dict(config.options), **overrides)
+        if not isinstance(sandbox, Sandbox):
+            raise TypeError(
+                f"sandbox {config.path} returned a {type(sandbox).__name__}, which does not "
+                "implement the Sandbox protocol (uni_agent_core/sandbox/base.py)"
+            )
+        return sandbox
+    built: Sandbox = resolve("sandbox", config.type)(config, **overrides)
+    return built
 
 
 def sandbox_for_task(

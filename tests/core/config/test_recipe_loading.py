@@ -108,7 +108,7 @@ def test_bad_union_tag(write_recipe: Writer) -> None:
     assert problem.key == "sandbox.type"
     assert problem.message == (
         "unknown type 'dokker' (did you mean 'docker'?); "
-        "expected one of: local, swerex, docker, modal"
+        "expected one of: local, swerex, docker, modal, plugin"
     )
 
 

@@ -18,6 +18,7 @@ swapped. Every episode ends with an `ExitReason`:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from uni_agent_core.harness.react.policies import (
 from uni_agent_core.harness.react.prompts import SYSTEM_PROMPT, task_prompt
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
 from uni_agent_core.tools.registry import ToolSet
-from uni_agent_core.types import ExitReason, TaskSpec
+from uni_agent_core.types import ExitReason, TaskSpec, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +61,12 @@ class _Episode:
             "tool_calls": 0,
             "tool_errors": 0,
             "format_errors": 0,
-            "actions": [],
         }
     )
-    """Counters, and `actions`: every tool call as {"name", "arguments"} (what the leak
-    auditor reads) with what it did: `output` (clipped), `error`, `exit_code`, `started_at`
-    (Unix seconds), `seconds` (the episode's trace shows them)."""
+    """Counters: tool calls, tool errors, format errors, sandbox errors, the last error."""
+    actions: list[ToolCall] = field(default_factory=list)
+    """Every tool call, arguments in full (what the leak auditor reads), with what it did:
+    its output (clipped), error, exit code, start and duration (the episode's trace)."""
 
     def say(self, text: str) -> None:
         self.messages.append({"role": "user", "content": text})
@@ -123,7 +124,7 @@ class ReactHarness:
             )
         finally:
             await client.close()
-        return HarnessResult(reason, episode.steps, episode.info)
+        return HarnessResult(reason, episode.steps, episode.info, episode.actions)
 
     async def _loop(
         self,
@@ -210,17 +211,21 @@ class ReactHarness:
     ) -> ExitReason | None:
         episode.info["tool_calls"] += 1
         name, arguments = call.function.name, call.function.arguments
-        action: dict[str, Any] = {"name": name, "arguments": arguments, "started_at": time.time()}
-        episode.info["actions"].append(action)
-        clock = time.perf_counter()
+        started_at, clock = time.time(), time.perf_counter()
+        shown = arguments if isinstance(arguments, str) else json.dumps(arguments)
         for attempt in range(sandbox_errors.attempts()):
             try:
                 result = await self.tools.dispatch(sandbox, name, arguments)
-                action.update(
-                    output=result.output[:TRACED_OUTPUT_CHARS],
-                    error=result.error,
-                    exit_code=result.exit_code,
-                    seconds=time.perf_counter() - clock,
+                episode.actions.append(
+                    ToolCall(
+                        name=name,
+                        arguments=shown,
+                        output=result.output[:TRACED_OUTPUT_CHARS],
+                        error=result.error,
+                        exit_code=result.exit_code,
+                        started_at=started_at,
+                        seconds=time.perf_counter() - clock,
+                    )
                 )
                 break
             except SandboxError as exc:  # deliberate boundary: retried, counted
@@ -228,7 +233,12 @@ class ReactHarness:
                 episode.info["last_error"] = f"sandbox: {exc}"
                 logger.warning("sandbox error on %s (attempt %d): %s", name, attempt + 1, exc)
         else:
-            action.update(error=True, seconds=time.perf_counter() - clock)
+            seconds = time.perf_counter() - clock
+            episode.actions.append(
+                ToolCall(
+                    name=name, arguments=shown, error=True, started_at=started_at, seconds=seconds
+                )
+            )
             return ExitReason.SANDBOX_ERROR
         episode.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
         if result.done:

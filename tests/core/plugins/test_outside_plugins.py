@@ -1,0 +1,170 @@
+"""Plug-ins from outside the package (`examples/plugins/my_plugins`, as `docs/extending.md`
+writes them): a task environment, a harness, a sandbox backend and a policy loss, each named
+in a recipe by import path, checked when the recipe is, and run in a real episode (gateway,
+driver, the run's sandbox pool; a scripted engine) or a real training step (tiny policy)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from uni_agent_core.config import load_recipe
+from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples" / "plugins"
+ANSWER_ENV = "my_plugins.answer_env:AnswerFileEnvironment"
+PLUGGED = [
+    "harness={type: plugin, path: 'my_plugins.one_shot:OneShotHarness', options: {max_tokens: 8}}",
+    "sandbox={type: plugin, path: 'my_plugins.tmpdir_sandbox:build'}",
+    "trainer.algorithm.policy_loss=my_plugins.reinforce_loss:clipped_reinforce",
+]
+
+
+@pytest.fixture(autouse=True)
+def _examples_importable(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+
+
+def _recipe(overrides: list[str]):
+    return load_recipe(ROOT / "recipes" / "ci-smoke.yaml", overrides)
+
+
+def _task(answer: str = "paris") -> TaskSpec:
+    return TaskSpec(
+        instance_id="capital-1",
+        problem_statement="What is the capital of France? One word.",
+        env=ANSWER_ENV,
+        env_data={"answer": answer},
+    )
+
+
+def _episode(recipe, task: TaskSpec, reply: str) -> RolloutResult:
+    from uni_agent_core.envs.verifier import close_sandboxes
+    from uni_agent_core.gateway.embedded import serving_gateway
+    from uni_agent_core.inference.scripted import ScriptedEngine
+    from uni_agent_core.rollout.build import build_session_manager, build_tokenizer
+    from uni_agent_core.rollout.driver import RolloutDriver
+
+    async def run() -> RolloutResult:
+        tokenizer = build_tokenizer(recipe)
+        engine = ScriptedEngine(tokenizer)
+        engine.replies = {0: reply}
+        manager = build_session_manager(recipe, engine, tokenizer)
+        async with serving_gateway(manager) as url:
+            driver = RolloutDriver.for_recipe(
+                recipe, manager=manager, gateway_url=url, max_concurrency=1
+            )
+            try:
+                return await driver.episode(task, 0, seed=0)
+            finally:
+                await close_sandboxes(driver.sandbox_factory)
+
+    return asyncio.run(run())
+
+
+def test_the_recipe_names_each_plugin_and_they_check() -> None:
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+
+    recipe = _recipe(PLUGGED)
+    assert recipe.harness.type == "plugin" and recipe.sandbox.type == "plugin"
+    assert plugin_problems(recipe) == []
+
+
+def test_an_episode_runs_the_users_environment_harness_and_sandbox() -> None:
+    recipe = _recipe(PLUGGED)
+    solved = _episode(recipe, _task(), "Paris")
+    assert solved.error is None, solved.error
+    assert solved.exit_reason is ExitReason.FINISHED and solved.reward == 1.0 and solved.resolved
+    assert solved.task_env == "answer_file" and solved.harness == "oneshotharness"
+    assert solved.diff.strip() == "Paris"  # the environment's record of the final state
+    assert [call.name for call in solved.tool_calls] == ["write_answer"]
+    assert solved.trajectories and solved.trajectories[0].trainable_tokens > 0
+    assert solved.trajectories[0].reward == 1.0
+    wrong = _episode(recipe, _task(), "Lyon")
+    assert wrong.reward == 0.0 and not wrong.resolved and wrong.error is None
+
+
+def test_a_training_step_runs_the_users_loss() -> None:
+    from support.episodes import scored_trajectory
+
+    from uni_agent_core.models import load_policy
+    from uni_agent_core.rl.trainer import EmbeddedTrainer
+
+    model, _ = load_policy("tiny")
+    trainer_config = _recipe(PLUGGED).trainer.model_copy(
+        update={
+            "mode": "sync",
+            "lr": 1e-3,
+            "group_size": 2,
+            "batch_size": 2,
+            "max_response_tokens": 64,
+            "max_context_tokens": 64,
+        }
+    )
+    trainer = EmbeddedTrainer(copy.deepcopy(model), trainer_config, pad_token_id=0)
+    before = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    results = []
+    for index, (task, reward) in enumerate([("a", 1.0), ("a", 0.0), ("b", 0.0), ("b", 1.0)]):
+        generator = torch.Generator().manual_seed(index)
+        prompt = torch.randint(5, 4000, (6,), generator=generator).tolist()
+        response = torch.randint(5, 4000, (8,), generator=generator).tolist()
+        trajectory = scored_trajectory(model, f"{task}-{index}", prompt, response, [1] * 8, 0)
+        results.append(
+            RolloutResult(
+                task_id=task,
+                sample_index=index % 2,
+                reward=reward,
+                exit_reason=ExitReason.SUBMITTED,
+                trajectories=[trajectory],
+            )
+        )
+    outcome = trainer.train_step(results)
+    after = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    assert outcome.updated and not torch.equal(before, after)
+    assert outcome.metrics["actor/reinforce_ratio_mean"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_a_bad_import_path_is_a_recipe_problem() -> None:
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+
+    recipe = _recipe(
+        [
+            "harness={type: plugin, path: 'my_plugins.nowhere:Harness', wall_clock_s: 60}",
+            "trainer.algorithm.policy_loss=my_plugins.reinforce_loss:no_such_loss",
+        ]
+    )
+    problems = dict(plugin_problems(recipe))
+    assert "cannot import 'my_plugins.nowhere'" in problems["harness.path"]
+    assert "has no attribute 'no_such_loss'" in problems["trainer.algorithm.policy_loss"]
+
+
+def test_an_object_that_does_not_fit_is_a_recipe_problem() -> None:
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+
+    recipe = _recipe(
+        [
+            f"harness={{type: plugin, path: '{ANSWER_ENV}', wall_clock_s: 60}}",
+            "sandbox={type: plugin, path: 'my_plugins.tmpdir_sandbox:ANSWER'}",
+        ]
+    )
+    problems = dict(plugin_problems(recipe))
+    assert "harness.path" in problems
+    assert "no attribute 'ANSWER'" in problems["sandbox.path"]
+
+
+def test_a_loss_registered_in_verls_registry_is_named_by_its_name() -> None:
+    import importlib
+
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+
+    unknown = _recipe(["trainer.algorithm.policy_loss=clipped_reinforce"])
+    assert "unknown policy_loss 'clipped_reinforce'" in dict(plugin_problems(unknown))[
+        "trainer.algorithm.policy_loss"
+    ]
+    importlib.import_module("my_plugins.verl_registration")  # what verl's workers import
+    assert plugin_problems(unknown) == []
