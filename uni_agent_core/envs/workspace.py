@@ -1,6 +1,7 @@
 """Putting a task's repository into a sandbox at its base commit, for the agent or the verifier.
 
-Where the repository comes from is the task's `source`:
+Where the repository comes from is the task's `source` (a `{"type": "shell"}` task has none:
+its environment, `envs/shell/`, writes its starting files; only its placement is decided here):
 - `{"type": "micro_swe", "repo_dir": DIR}` — sources on this host; they are uploaded and
   committed with `COMMIT_SCRIPT`, which must reproduce the row's `base_commit` exactly (a
   mismatch means the task data changed and is refused).
@@ -33,11 +34,21 @@ class TaskDataError(UserError, ValueError):
     """A task row cannot be materialized: unknown source, missing files, wrong base commit."""
 
 
+SOURCE_TYPES = ("micro_swe", "image", "shell")
+"""The kinds of `TaskSpec.source` a task row may name."""
+
+
 def source_type(task: TaskSpec) -> str:
+    """The task's `source.type`, one of `SOURCE_TYPES`.
+
+    Raises:
+        TaskDataError: the row names no known source type.
+    """
     kind = task.source.get("type")
-    if kind not in ("micro_swe", "image"):
+    if kind not in SOURCE_TYPES:
         raise TaskDataError(
-            f"task {task.instance_id}: source.type must be 'micro_swe' or 'image', got {kind!r}"
+            f"task {task.instance_id}: source.type must be one of {', '.join(SOURCE_TYPES)}, "
+            f"got {kind!r}"
         )
     return str(kind)
 
@@ -84,7 +95,13 @@ async def materialize_repo(sandbox: Sandbox, task: TaskSpec) -> None:
         SandboxError: a command failed in the sandbox.
     """
     workdir = str(sandbox.workdir)
-    if source_type(task) == "micro_swe":
+    kind = source_type(task)
+    if kind == "shell":
+        raise TaskDataError(
+            f"task {task.instance_id} is a shell task: it has no repository to materialize "
+            "(its environment, env: shell, writes its starting files)"
+        )
+    if kind == "micro_swe":
         repo_dir = Path(str(task.source.get("repo_dir", "")))
         if not repo_dir.is_dir():
             raise TaskDataError(
