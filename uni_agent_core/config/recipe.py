@@ -33,7 +33,7 @@ from uni_agent_core.config.model import PolicyConfig
 from uni_agent_core.config.reward import ResolvedRewardConfig, RewardConfig
 from uni_agent_core.config.sandbox import CONTAINER_SANDBOXES, LocalSandboxConfig, SandboxConfig
 from uni_agent_core.config.serving import ServeConfig
-from uni_agent_core.config.tasks import IMAGE_TASKS, MicroSweTasksConfig, TasksConfig
+from uni_agent_core.config.tasks import IMAGE_TASKS, MicroSweTasksConfig, TasksConfig, task_types
 from uni_agent_core.config.training import TrainerConfig
 from uni_agent_core.config.warm_start import WarmStartConfig
 
@@ -64,8 +64,8 @@ class Recipe(ConfigModel):
     harness: HarnessConfig = Field(default_factory=ReactHarnessConfig)
     """The agent program (`type: react | blackbox | mini_swe_agent`; react when omitted)."""
     tasks: TasksConfig = Field(default_factory=MicroSweTasksConfig)
-    """Training tasks (`type: micro_swe | swe_bench | swe_rebench | r2e_gym`; micro_swe when
-    omitted)."""
+    """Training tasks (`type: micro_swe | shell | swe_bench | swe_rebench | r2e_gym | mix`;
+    micro_swe when omitted)."""
     reward: RewardConfig = Field(default_factory=ResolvedRewardConfig)
     """Episode scoring (`type: resolved | partial_credit`; resolved when omitted)."""
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
@@ -175,11 +175,11 @@ class Recipe(ConfigModel):
                 )
             )
         if self.sandbox.type not in CONTAINER_SANDBOXES:
-            if self.tasks.type in IMAGE_TASKS:
+            for kind in sorted(task_types(self.tasks) & IMAGE_TASKS):
                 problems.append(
                     (
                         "sandbox.type",
-                        f"{self.tasks.type} tasks ship as container images; a "
+                        f"{kind} tasks ship as container images; a "
                         f"{self.sandbox.type} sandbox cannot run them (use docker, modal or "
                         "swerex)",
                     )

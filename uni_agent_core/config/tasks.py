@@ -1,19 +1,37 @@
 """The tasks section: which problems the agent trains on.
 
-A discriminated union on `type`: `micro_swe` (procedural, bundled, runs anywhere), and the
-SWE-bench-format datasets `swe_bench`, `swe_rebench` and `r2e_gym` (container images per task).
+A discriminated union on `type`: the generated kinds `micro_swe` (small repositories with a
+planted bug) and `shell` (shell tasks with a hidden check script), both bundled and runnable
+anywhere; the SWE-bench-format datasets `swe_bench`, `swe_rebench` and `r2e_gym` (container
+images per task); and `mix`, the tasks of several of those sections interleaved.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from uni_agent_core.config.base import ConfigModel
+from uni_agent_core.config.base import ConfigModel, raise_conflicts
 
 MicroSweLevel = Literal["L0", "L1", "L2", "L3"]
 """Difficulty levels of generated micro-swe tasks, easiest first."""
+ShellLevel = Literal["L0", "L1"]
+"""Difficulty levels of generated shell tasks: one operation (`L0`), two or three (`L1`)."""
+
+
+def _easiest_micro_swe_levels() -> list[MicroSweLevel]:
+    return ["L0", "L1"]
+
+
+def _shell_levels() -> list[ShellLevel]:
+    return ["L0", "L1"]
+
+
+def _distinct_levels(value: list[str]) -> list[str]:
+    if len(set(value)) != len(value):
+        raise ValueError(f"each level may appear once, got {value}")
+    return value
 
 
 class MicroSweTasksConfig(ConfigModel):
@@ -25,7 +43,7 @@ class MicroSweTasksConfig(ConfigModel):
     """Number of tasks generated."""
     seed: int = 0
     """Generator seed; equal seeds give identical tasks."""
-    levels: list[MicroSweLevel] = Field(default_factory=lambda: ["L0", "L1"], min_length=1)
+    levels: list[MicroSweLevel] = Field(default_factory=_easiest_micro_swe_levels, min_length=1)
     """Difficulty levels to draw from, evenly."""
     split: Literal["train", "heldout"] = "train"
     """`train`, or `heldout` (generated from a disjoint seed space; never trained on)."""
@@ -33,9 +51,28 @@ class MicroSweTasksConfig(ConfigModel):
     @field_validator("levels")
     @classmethod
     def _check_levels(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"each level may appear once, got {value}")
-        return value
+        return _distinct_levels(value)
+
+
+class ShellTasksConfig(ConfigModel):
+    """Procedurally generated shell tasks (Terminal-Bench style): starting files, an
+    instruction, and a hidden check script that inspects the final state."""
+
+    type: Literal["shell"] = "shell"
+    """Selects the bundled shell task generator."""
+    n: int = Field(default=32, ge=1)
+    """Number of tasks generated."""
+    seed: int = 0
+    """Generator seed; equal seeds (and dataset keys) give identical tasks."""
+    levels: list[ShellLevel] = Field(default_factory=_shell_levels, min_length=1)
+    """Difficulty levels to draw from, in turn (each level's templates in turn)."""
+    split: Literal["train", "heldout"] = "train"
+    """`train`, or `heldout` (made of words the training split never uses)."""
+
+    @field_validator("levels")
+    @classmethod
+    def _check_levels(cls, value: list[str]) -> list[str]:
+        return _distinct_levels(value)
 
 
 class _DatasetTasks(ConfigModel):
@@ -82,11 +119,68 @@ class R2EGymTasksConfig(_DatasetTasks):
     """Selects R2E-Gym."""
 
 
+SourceTasksConfig = Annotated[
+    MicroSweTasksConfig
+    | ShellTasksConfig
+    | SweBenchTasksConfig
+    | SweRebenchTasksConfig
+    | R2EGymTasksConfig,
+    Field(discriminator="type"),
+]
+"""One task source, chosen by its `type:` tag (a `mix` member)."""
+
+
+class MixTasksConfig(ConfigModel):
+    """The tasks of several sources, interleaved: the first task of each source in the order
+    listed, then the second of each, and so on (a source that runs out drops out), so every
+    prefix of the task list (the warm start's first `warm_start.tasks`, an evaluation's first
+    `max_tasks`) mixes kinds; training draws from all of them in a seeded, reshuffled order.
+    Instance ids must stay unique across the sources."""
+
+    type: Literal["mix"] = "mix"
+    """Selects a mix of task sources."""
+    sources: list[SourceTasksConfig] = Field(min_length=2)
+    """The sources (any `tasks:` section but a mix), at least two."""
+
+    @model_validator(mode="after")
+    def _check_sources(self) -> MixTasksConfig:
+        problems: list[tuple[str, str]] = []
+        seen: dict[tuple[str, int, str], int] = {}
+        for index, source in enumerate(self.sources):
+            if not isinstance(source, MicroSweTasksConfig | ShellTasksConfig):
+                continue
+            stream = (source.type, source.seed, source.split)
+            if stream in seen:
+                problems.append(
+                    (
+                        f"sources.{index}.seed",
+                        f"{source.type} source {index} draws from the same stream as source "
+                        f"{seen[stream]} (seed {source.seed}, split {source.split}), so their "
+                        "instance ids would collide; give it another seed",
+                    )
+                )
+            seen.setdefault(stream, index)
+        raise_conflicts(problems)
+        return self
+
+
 TasksConfig = Annotated[
-    MicroSweTasksConfig | SweBenchTasksConfig | SweRebenchTasksConfig | R2EGymTasksConfig,
+    MicroSweTasksConfig
+    | ShellTasksConfig
+    | SweBenchTasksConfig
+    | SweRebenchTasksConfig
+    | R2EGymTasksConfig
+    | MixTasksConfig,
     Field(discriminator="type"),
 ]
 """A task source, chosen by its `type:` tag."""
 
 IMAGE_TASKS: frozenset[str] = frozenset({"swe_bench", "swe_rebench", "r2e_gym"})
 """Task types whose repositories come as container images."""
+
+
+def task_types(config: ConfigModel) -> set[str]:
+    """The source types a `tasks:` section draws from (a mix's members; otherwise its own)."""
+    if isinstance(config, MixTasksConfig):
+        return {source.type for source in config.sources}
+    return {str(getattr(config, "type", ""))}

@@ -1,23 +1,32 @@
 """Task sources: rows from files or datasets into `TaskSpec`s, for any `tasks:` section.
 
-`read_rows` reads a JSONL/JSON/parquet file, a directory of them (a micro-swe dataset's
+`read_rows` reads a JSONL/JSON/parquet file, a directory of them (a generated dataset's
 `tasks.jsonl`, or `<split>-*.parquet` / `data/<split>-*.parquet` as the Hub lays them out), or a
 `datasets` dataset id (only when the machine has the dataset cached or network).
-`task_from_row` recognises a row's kind by its columns (agent-rl/micro-swe rows, SWE-rebench,
-R2E-Gym, SWE-bench); `load_tasks` builds a recipe's task set, generating micro-swe into the
-cache on first use.
+`task_from_row` recognises a row's kind by its columns (agent-rl/micro-swe/shell rows,
+SWE-rebench, R2E-Gym, SWE-bench); `load_tasks` builds a recipe's task set, generating micro-swe
+and shell datasets into the cache on first use (keyed, hidden from sandboxes) and interleaving
+the sources of a `mix`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from uni_agent_core.config.tasks import MicroSweTasksConfig, TasksConfig
-from uni_agent_core.envs.micro_swe.generator import TASKS_FILE, generate, write_dataset
+from uni_agent_core.config.tasks import (
+    MicroSweTasksConfig,
+    MixTasksConfig,
+    ShellTasksConfig,
+    TasksConfig,
+)
+from uni_agent_core.envs.micro_swe import generator as micro_swe
+from uni_agent_core.envs.micro_swe.generator import TASKS_FILE
 from uni_agent_core.envs.micro_swe.keys import KEY_FILE, dataset_key
 from uni_agent_core.envs.r2e_gym import r2e_gym_task
+from uni_agent_core.envs.shell import generator as shell
 from uni_agent_core.envs.swe_bench import swe_bench_task, swe_rebench_task
 from uni_agent_core.errors import UserError
 from uni_agent_core.types import TaskSpec
@@ -64,8 +73,9 @@ def _files_of_dir(directory: Path, split: str) -> list[Path]:
 def read_rows(path_or_dataset: str | Path, split: str = "test") -> list[dict[str, Any]]:
     """Every row of a local file or directory, or of a `datasets` dataset id.
 
-    Local micro-swe rows get their `source.repo_dir` made absolute (relative to the file) and
-    `source.hide` set to the dataset directory, which sandboxes must not show the agent.
+    Local micro-swe rows get their `source.repo_dir` made absolute (relative to the file); they
+    and local shell rows get `source.hide` set to the dataset directory, which sandboxes must
+    not show the agent (it holds the answers: gold patches, hidden tests and check scripts).
 
     Raises:
         TaskSourceError: the path holds no rows, a row is not JSON, or the dataset id cannot be
@@ -95,7 +105,9 @@ def read_rows(path_or_dataset: str | Path, split: str = "test") -> list[dict[str
 
 def _resolve_local_source(row: dict[str, Any], base: Path) -> dict[str, Any]:
     source = row.get("source")
-    if isinstance(source, dict) and source.get("type") == "micro_swe" and "repo_dir" in source:
+    if not isinstance(source, dict):
+        return row
+    if source.get("type") == "micro_swe" and "repo_dir" in source:
         repo_dir = Path(source["repo_dir"])
         row = dict(row)
         row["source"] = {
@@ -103,6 +115,9 @@ def _resolve_local_source(row: dict[str, Any], base: Path) -> dict[str, Any]:
             "repo_dir": str(repo_dir if repo_dir.is_absolute() else base / repo_dir),
             "hide": [str(base)],
         }
+    elif source.get("type") == "shell":
+        row = dict(row)
+        row["source"] = {**source, "hide": [str(base)]}
     return row
 
 
@@ -141,30 +156,91 @@ def load_task_file(path: str | Path, split: str = "test") -> list[TaskSpec]:
     return [task_from_row(row) for row in read_rows(path, split)]
 
 
-def micro_swe_dir(config: MicroSweTasksConfig, cache: Path | None = None) -> Path:
-    """Where the tasks of a micro-swe section are generated (under the agent-rl cache)."""
+def _generated_dir(
+    kind: str, config: MicroSweTasksConfig | ShellTasksConfig, cache: Path | None
+) -> Path:
     from uni_agent_core.models.registry import cache_root
 
     levels = "".join(config.levels)
     name = f"{config.split}-s{config.seed}-n{config.n}-{levels}"
-    return (cache or cache_root()) / "tasks" / "micro_swe" / name
+    return (cache or cache_root()) / "tasks" / kind / name
+
+
+def micro_swe_dir(config: MicroSweTasksConfig, cache: Path | None = None) -> Path:
+    """Where the tasks of a micro-swe section are generated (under the agent-rl cache)."""
+    return _generated_dir("micro_swe", config, cache)
+
+
+def shell_dir(config: ShellTasksConfig, cache: Path | None = None) -> Path:
+    """Where the tasks of a shell section are generated (under the agent-rl cache)."""
+    return _generated_dir("shell", config, cache)
+
+
+def _load_generated(
+    config: MicroSweTasksConfig | ShellTasksConfig, cache: Path | None
+) -> list[TaskSpec]:
+    if isinstance(config, ShellTasksConfig):
+        directory = shell_dir(config, cache)
+
+        def write(key: str) -> None:
+            made = shell.generate(config.n, config.seed, config.levels, config.split, key=key)
+            shell.write_dataset(made, directory, key=key)
+    else:
+        directory = micro_swe_dir(config, cache)
+
+        def write(key: str) -> None:
+            made = micro_swe.generate(config.n, config.seed, config.levels, config.split, key=key)
+            micro_swe.write_dataset(made, directory, key=key)
+
+    # A cached dataset without its key was made by an unkeyed generator, which anyone can
+    # rerun: it is made again, keyed.
+    if not (directory / TASKS_FILE).is_file() or not (directory / KEY_FILE).is_file():
+        write(dataset_key(directory, cache))
+    return load_task_file(directory)
+
+
+def interleave(task_sets: Sequence[Sequence[TaskSpec]]) -> list[TaskSpec]:
+    """The first task of each set in turn, then the second of each, ... (a set that runs out
+    drops out).
+
+    Raises:
+        TaskSourceError: two tasks share an instance id (episodes, history and metrics are
+            keyed by it).
+    """
+    mixed: list[TaskSpec] = []
+    owner: dict[str, int] = {}
+    for position in range(max((len(tasks) for tasks in task_sets), default=0)):
+        for index, tasks in enumerate(task_sets):
+            if position >= len(tasks):
+                continue
+            task = tasks[position]
+            if task.instance_id in owner:
+                first, second = sorted((owner[task.instance_id], index))
+                raise TaskSourceError(
+                    f"tasks.sources.{first} and tasks.sources.{second} both hold a task "
+                    f"{task.instance_id!r}; instance ids must be unique across a "
+                    "mix (give a generated source another seed, or narrow a dataset's "
+                    "instance_ids)"
+                )
+            owner[task.instance_id] = index
+            mixed.append(task)
+    return mixed
 
 
 def load_tasks(config: TasksConfig, *, cache: Path | None = None) -> list[TaskSpec]:
     """The task set of a recipe's `tasks:` section.
 
-    micro-swe tasks are generated once into the cache (hidden from local sandboxes); dataset
-    sections read their rows, keep `instance_ids`, then the first `max_tasks`.
+    micro-swe and shell tasks are generated once into the cache (keyed; hidden from local
+    sandboxes); dataset sections read their rows, keep `instance_ids`, then the first
+    `max_tasks`; a mix interleaves its sources' tasks (`interleave`).
+
+    Raises:
+        TaskSourceError: rows cannot be read, or a mix repeats an instance id.
     """
-    if isinstance(config, MicroSweTasksConfig):
-        directory = micro_swe_dir(config, cache)
-        # A cached dataset without its key was made by an unkeyed generator, which anyone can
-        # rerun: it is made again, keyed.
-        if not (directory / TASKS_FILE).is_file() or not (directory / KEY_FILE).is_file():
-            key = dataset_key(directory, cache)
-            tasks = generate(config.n, config.seed, config.levels, config.split, key=key)
-            write_dataset(tasks, directory, key=key)
-        return load_task_file(directory)
+    if isinstance(config, MixTasksConfig):
+        return interleave([load_tasks(source, cache=cache) for source in config.sources])
+    if isinstance(config, MicroSweTasksConfig | ShellTasksConfig):
+        return _load_generated(config, cache)
     rows = read_rows(config.path_or_dataset, config.split)
     if config.instance_ids is not None:
         wanted = set(config.instance_ids)
