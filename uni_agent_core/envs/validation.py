@@ -7,6 +7,11 @@ outcome is identical over `reruns` runs (otherwise the task is flaky). Each fail
 `Defect`; a task may have several. The dynamic checks run in one fresh sandbox per task with the
 verifier's own steps (restore + apply the test patch, run, apply the gold patch, rerun).
 
+Shell tasks (`env: shell`) have no gold patch or test lists: theirs are set up in a fresh
+sandbox and their hidden checks run on the untouched starting state `reruns` times; a check
+that passes there is `tests_pass_before_fix`, results that differ are `flaky`. Tasks of any
+other non-SWE environment get the static statement check only.
+
 `validate_tasks` returns a `ValidationReport` with counts per defect and per difficulty;
 `write_report` stores it as JSON and markdown.
 """
@@ -26,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from uni_agent_core.envs.grading import TestReport, grade_log
 from uni_agent_core.envs.parallel import map_bounded
 from uni_agent_core.envs.patches import HUNK_HEADER, added_lines
+from uni_agent_core.envs.shell.environment import prepare_shell_workspace, run_checks
 from uni_agent_core.envs.verifier import (
     SandboxFactory,
     apply_patch,
@@ -130,10 +136,18 @@ async def validate_task(
 ) -> TaskValidation:
     """Run every check on one task (in one fresh sandbox)."""
     started = time.perf_counter()
-    found = static_defects(task)
-    if Defect.NO_GOLD_PATCH not in found and Defect.EMPTY_STATEMENT not in found:
+    if task.env == "swe":
+        found = static_defects(task)
+        dynamic = Defect.NO_GOLD_PATCH not in found and Defect.EMPTY_STATEMENT not in found
+        check = _dynamic_defects
+    else:
+        found = {}
+        if not task.problem_statement.strip():
+            found[Defect.EMPTY_STATEMENT] = "the problem statement is empty"
+        dynamic, check = task.env == "shell", _shell_defects
+    if dynamic:
         try:
-            found.update(await _dynamic_defects(task, sandbox_factory, reruns, timeout_s))
+            found.update(await check(task, sandbox_factory, reruns, timeout_s))
         except (TaskDataError, SandboxError, OSError) as error:
             found[Defect.UNBUILDABLE] = f"{type(error).__name__}: {error}"
     return TaskValidation(
@@ -183,6 +197,26 @@ async def _dynamic_defects(
             for name in set(report.statuses) | set(first.statuses)
             if report.statuses.get(name) != first.statuses.get(name)
         }
+    )
+    if changed:
+        found[Defect.FLAKY] = f"differs over {reruns} runs: {_names(changed)}"
+    return found
+
+
+async def _shell_defects(
+    task: TaskSpec, sandbox_factory: SandboxFactory, reruns: int, timeout_s: float
+) -> dict[Defect, str]:
+    async with sandbox_factory(task) as sandbox:
+        await prepare_shell_workspace(sandbox, task)
+        reports = [await run_checks(sandbox, task, timeout_s) for _ in range(reruns)]
+    if any(report.timed_out for report in reports):
+        return {Defect.TESTS_TIME_OUT: "on the starting state"}
+    found: dict[Defect, str] = {}
+    first = reports[0]
+    if first.passed:
+        found[Defect.TESTS_PASS_BEFORE_FIX] = _names(first.passed)
+    changed = sorted(
+        {name for report in reports[1:] for name in set(report.passed) ^ set(first.passed)}
     )
     if changed:
         found[Defect.FLAKY] = f"differs over {reruns} runs: {_names(changed)}"
