@@ -153,13 +153,18 @@ def count_matches(rng: random.Random, words: Sequence[str]) -> Draft:
             f"2024-03-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}"
         )
         lines.append(f"{stamp} {rng.choice(_LOG_LEVELS)} {component}: {rng.choice(messages)}\n")
+    text = "".join(lines)
     return Draft(
         statement=(
             f"Count the lines of `{log}` that contain the word `{target}`, and write that number "
             "(digits only) to `count.txt`."
         ),
-        setup=files_script({log: "".join(lines)}),
-        checks=[_exists("exists", "count.txt"), Check("count", f"word_is count.txt {hits}")],
+        setup=files_script({log: text}),
+        checks=[
+            _exists("exists", "count.txt"),
+            # the log must be left as it was: counting is not editing
+            Check("count", f"bytes_are {_q(log)} {_q(text)} || return 1\nword_is count.txt {hits}"),
+        ],
         reference=f"grep -c -w {_q(target)} {_q(log)} > count.txt\n",
     )
 
