@@ -1,5 +1,5 @@
-"""The registry of named builders: task environments, harnesses, sandbox backends, policy
-losses and advantage estimators.
+"""The registry of named builders: task environments and sources, harnesses, sandbox backends,
+policy losses and advantage estimators.
 
 Every place that turns a recipe's name into an object looks it up here: a built-in name
 (`react`, `local`, `swe`, ...) or a user's own object by import path, `package.module:attribute`
@@ -25,11 +25,15 @@ from typing import Any, Literal
 
 from uni_agent_core.errors import UserError
 
-PluginKind = Literal["task_env", "harness", "sandbox", "policy_loss", "adv_estimator"]
+PluginKind = Literal[
+    "task_env", "task_source", "harness", "sandbox", "policy_loss", "adv_estimator"
+]
 
 KINDS: Mapping[PluginKind, str] = {
     "task_env": "a `TaskEnvironment` subclass (uni_agent_core.envs.environment), called with "
     "an `EnvironmentContext`",
+    "task_source": "a callable taking the section's `options` mapping and returning an "
+    "iterable of `TaskSpec`s or rows in agent-rl's task form (uni_agent_core.types)",
     "harness": "a callable taking the section's `options` mapping and returning a `Harness` "
     "(uni_agent_core.harness.base): an object with `async def run(task, sandbox, endpoint)`",
     "sandbox": "a callable taking the section's `options` mapping and the task's placement "
@@ -49,6 +53,7 @@ _registry: dict[PluginKind, dict[str, Any]] = {
         "swe": "uni_agent_core.envs.swe_env:SweEnvironment",
         "shell": "uni_agent_core.envs.shell.environment:ShellEnvironment",
     },
+    "task_source": {},
     "harness": {
         "react": "uni_agent_core.harness.react.loop:ReactHarness",
         "blackbox": "uni_agent_core.harness.blackbox:BlackboxHarness",

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from uni_agent_core.config.base import ConfigModel
 from uni_agent_core.config.tasks import MicroSweLevel
 
-EvalSuite = Literal["micro_swe", "swe_bench_verified"]
+EvalSuite = Literal["micro_swe", "shell", "heldout", "swe_bench_verified"]
 """Held-out suites a checkpoint can be scored on."""
 
 
@@ -23,8 +23,10 @@ class EvalConfig(ConfigModel):
     enabled: bool = True
     """Evaluate checkpoints during the run."""
     suite: EvalSuite = "micro_swe"
-    """`micro_swe`: the bundled held-out split (runs anywhere); `swe_bench_verified`: the 500
-    SWE-bench Verified tasks (needs a container sandbox)."""
+    """`micro_swe`: the bundled micro-swe held-out split (runs anywhere); `shell`: the bundled
+    shell tasks' held-out split; `heldout`: the held-out split of each generated source of
+    `tasks:` (micro_swe, shell, or a mix of them: scores per kind of task); `swe_bench_verified`:
+    the 500 SWE-bench Verified tasks (needs a container sandbox)."""
     dataset: str | None = None
     """Rows of the suite: a local file or a cached Hugging Face dataset id; None uses the
     bundled held-out split (micro_swe) or `princeton-nlp/SWE-bench_Verified` from the cache."""
@@ -43,7 +45,8 @@ class EvalConfig(ConfigModel):
     the engine's `max_batch_size` keeps its decode batch full."""
     levels: list[MicroSweLevel] = Field(default_factory=_all_levels, min_length=1)
     """Levels of the micro-swe held-out suite (all four by default; a run trained on L0-L1
-    names them to be scored on the same kinds of bug)."""
+    names them to be scored on the same kinds of bug); the shell suite takes those it has
+    (L0, L1). `heldout` uses each source's own levels."""
     before_training: bool = False
     """Also score the policy RL starts from (after the warm start, if any) before RL, in the
     same MLflow run: `eval_before/...`, and `eval/pass@1_delta` once the final checkpoint is

@@ -33,7 +33,13 @@ from uni_agent_core.config.model import PolicyConfig
 from uni_agent_core.config.reward import ResolvedRewardConfig, RewardConfig
 from uni_agent_core.config.sandbox import CONTAINER_SANDBOXES, LocalSandboxConfig, SandboxConfig
 from uni_agent_core.config.serving import ServeConfig
-from uni_agent_core.config.tasks import IMAGE_TASKS, MicroSweTasksConfig, TasksConfig, task_types
+from uni_agent_core.config.tasks import (
+    GENERATED_TASKS,
+    IMAGE_TASKS,
+    MicroSweTasksConfig,
+    TasksConfig,
+    task_types,
+)
 from uni_agent_core.config.training import TrainerConfig
 from uni_agent_core.config.warm_start import WarmStartConfig
 
@@ -184,14 +190,26 @@ class Recipe(ConfigModel):
                         "swerex)",
                     )
                 )
-            if self.eval.enabled and self.eval.suite == "swe_bench_verified":
+        if self.eval.enabled and self.eval.suite == "heldout":
+            others = sorted(task_types(self.tasks) - GENERATED_TASKS)
+            if others:
                 problems.append(
                     (
                         "eval.suite",
-                        f"swe_bench_verified needs a container sandbox, not "
-                        f"{self.sandbox.type} (use docker, modal or swerex, or suite micro_swe)",
+                        f"heldout scores the held-out split of generated task sources "
+                        f"(micro_swe, shell); {', '.join(others)} tasks have none (use "
+                        "micro_swe, shell or swe_bench_verified)",
                     )
                 )
+        swe_bench = self.eval.enabled and self.eval.suite == "swe_bench_verified"
+        if swe_bench and self.sandbox.type not in CONTAINER_SANDBOXES:
+            problems.append(
+                (
+                    "eval.suite",
+                    f"swe_bench_verified needs a container sandbox, not "
+                    f"{self.sandbox.type} (use docker, modal or swerex, or suite micro_swe)",
+                )
+            )
 
     def _check_warm_start_split(self, problems: list[tuple[str, str]]) -> None:
         warm = self.warm_start

@@ -3,16 +3,18 @@
 A discriminated union on `type`: the generated kinds `micro_swe` (small repositories with a
 planted bug) and `shell` (shell tasks with a hidden check script), both bundled and runnable
 anywhere; the SWE-bench-format datasets `swe_bench`, `swe_rebench` and `r2e_gym` (container
-images per task); and `mix`, the tasks of several of those sections interleaved.
+images per task); `file` (rows in agent-rl's task form) and `plugin` (a user's loader, by import
+path); and `mix`, the tasks of several of those sections interleaved. Every source may set
+`env:`, the task environment of all its tasks (`envs/environment.py`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from uni_agent_core.config.base import ConfigModel, raise_conflicts
+from uni_agent_core.config.base import ConfigModel, ImportPath, raise_conflicts
 
 MicroSweLevel = Literal["L0", "L1", "L2", "L3"]
 """Difficulty levels of generated micro-swe tasks, easiest first."""
@@ -28,13 +30,26 @@ def _shell_levels() -> list[ShellLevel]:
     return ["L0", "L1"]
 
 
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.-]*(:[A-Za-z_][\w.]*)?$")]
+"""A task environment: a registered name (`swe`, `shell`) or `package.module:Class`."""
+
+
+class _TaskSource(ConfigModel):
+    """What every task source has."""
+
+    env: EnvName | None = None
+    """The task environment of every task of this source (`swe`, `shell`, or a user's
+    `package.module:Class`, `docs/extending.md`); None keeps the source's own (`swe` for
+    repository tasks, `shell` for shell tasks, a row's `env` for files)."""
+
+
 def _distinct_levels(value: list[str]) -> list[str]:
     if len(set(value)) != len(value):
         raise ValueError(f"each level may appear once, got {value}")
     return value
 
 
-class MicroSweTasksConfig(ConfigModel):
+class MicroSweTasksConfig(_TaskSource):
     """Procedurally generated small repositories with a planted bug and hidden tests."""
 
     type: Literal["micro_swe"] = "micro_swe"
@@ -54,7 +69,7 @@ class MicroSweTasksConfig(ConfigModel):
         return _distinct_levels(value)
 
 
-class ShellTasksConfig(ConfigModel):
+class ShellTasksConfig(_TaskSource):
     """Procedurally generated shell tasks (Terminal-Bench style): starting files, an
     instruction, and a hidden check script that inspects the final state."""
 
@@ -75,7 +90,7 @@ class ShellTasksConfig(ConfigModel):
         return _distinct_levels(value)
 
 
-class _DatasetTasks(ConfigModel):
+class _DatasetTasks(_TaskSource):
     """Fields shared by SWE-bench-format datasets."""
 
     type: str
@@ -119,12 +134,38 @@ class R2EGymTasksConfig(_DatasetTasks):
     """Selects R2E-Gym."""
 
 
+class FileTasksConfig(_TaskSource):
+    """Task rows in agent-rl's form (`TaskSpec` fields, one JSON object per line, or JSON or
+    parquet), each row's kind recognised by its columns (SWE-bench-format rows work too)."""
+
+    type: Literal["file"] = "file"
+    """Selects a file of task rows."""
+    path: str
+    """A JSONL/JSON/parquet file, or a directory of them."""
+    max_tasks: int | None = Field(default=None, ge=1)
+    """Use at most the first this many rows; None uses all."""
+
+
+class PluginTasksConfig(_TaskSource):
+    """A user's task source, by import path (`docs/extending.md`)."""
+
+    type: Literal["plugin"] = "plugin"
+    """Selects a user's task source."""
+    path: ImportPath
+    """`package.module:function`: called with `options`, it returns the tasks, as `TaskSpec`s
+    or rows in agent-rl's task form."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Handed to the function as one mapping; its meaning is the source's own."""
+
+
 SourceTasksConfig = Annotated[
     MicroSweTasksConfig
     | ShellTasksConfig
     | SweBenchTasksConfig
     | SweRebenchTasksConfig
-    | R2EGymTasksConfig,
+    | R2EGymTasksConfig
+    | FileTasksConfig
+    | PluginTasksConfig,
     Field(discriminator="type"),
 ]
 """One task source, chosen by its `type:` tag (a `mix` member)."""
@@ -170,6 +211,8 @@ TasksConfig = Annotated[
     | SweBenchTasksConfig
     | SweRebenchTasksConfig
     | R2EGymTasksConfig
+    | FileTasksConfig
+    | PluginTasksConfig
     | MixTasksConfig,
     Field(discriminator="type"),
 ]
@@ -177,6 +220,9 @@ TasksConfig = Annotated[
 
 IMAGE_TASKS: frozenset[str] = frozenset({"swe_bench", "swe_rebench", "r2e_gym"})
 """Task types whose repositories come as container images."""
+
+GENERATED_TASKS: frozenset[str] = frozenset({"micro_swe", "shell"})
+"""Task types generated here, each with a held-out split (`eval.suite: heldout`)."""
 
 
 def task_types(config: ConfigModel) -> set[str]:

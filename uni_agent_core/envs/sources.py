@@ -16,10 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from uni_agent_core.config.tasks import (
+    FileTasksConfig,
     MicroSweTasksConfig,
     MixTasksConfig,
+    PluginTasksConfig,
     ShellTasksConfig,
+    SourceTasksConfig,
     TasksConfig,
 )
 from uni_agent_core.envs.micro_swe import generator as micro_swe
@@ -29,6 +34,7 @@ from uni_agent_core.envs.r2e_gym import r2e_gym_task
 from uni_agent_core.envs.shell import generator as shell
 from uni_agent_core.envs.swe_bench import swe_bench_task, swe_rebench_task
 from uni_agent_core.errors import UserError
+from uni_agent_core.plugins import resolve
 from uni_agent_core.types import TaskSpec
 
 _ROW_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -131,6 +137,8 @@ def row_kind(row: dict[str, Any]) -> str:
         return "swe_rebench"
     if "instance_id" in row and "FAIL_TO_PASS" in row:
         return "swe_bench"
+    if {"instance_id", "problem_statement"} <= set(row) <= set(TaskSpec.model_fields):
+        return "agent_rl"  # a task of another environment: `env`, `env_data`, no repository
     raise TaskSourceError(
         f"row {row.get('instance_id', '?')!r} is neither an agent-rl, SWE-bench, SWE-rebench "
         f"nor R2E-Gym row (columns: {', '.join(sorted(row)[:12])})"
@@ -239,8 +247,19 @@ def load_tasks(config: TasksConfig, *, cache: Path | None = None) -> list[TaskSp
     """
     if isinstance(config, MixTasksConfig):
         return interleave([load_tasks(source, cache=cache) for source in config.sources])
+    tasks = _load_source(config, cache)
+    if config.env is not None:
+        tasks = [task.model_copy(update={"env": config.env}) for task in tasks]
+    return tasks
+
+
+def _load_source(config: SourceTasksConfig, cache: Path | None) -> list[TaskSpec]:
     if isinstance(config, MicroSweTasksConfig | ShellTasksConfig):
         return _load_generated(config, cache)
+    if isinstance(config, FileTasksConfig):
+        return load_task_file(config.path)[: config.max_tasks]
+    if isinstance(config, PluginTasksConfig):
+        return _load_plugin(config)
     rows = read_rows(config.path_or_dataset, config.split)
     if config.instance_ids is not None:
         wanted = set(config.instance_ids)
@@ -250,6 +269,29 @@ def load_tasks(config: TasksConfig, *, cache: Path | None = None) -> list[TaskSp
     if config.type == "swe_bench":
         return [swe_bench_task(row, config.variant) for row in rows]
     return [task_from_row(row, config.type) for row in rows]
+
+
+def _load_plugin(config: PluginTasksConfig) -> list[TaskSpec]:
+    """A user's source's tasks (`TaskSpec`s, or rows in agent-rl's task form).
+
+    Raises:
+        PluginError: its path does not import.
+        TaskSourceError: it returned something that is not a task or a task row.
+    """
+    loaded = resolve("task_source", config.path)(dict(config.options))
+    tasks = []
+    for index, item in enumerate(loaded):
+        if isinstance(item, TaskSpec):
+            tasks.append(item)
+            continue
+        try:
+            tasks.append(TaskSpec.model_validate(item))
+        except ValidationError as error:
+            raise TaskSourceError(
+                f"{config.path}: item {index} is not a task ({error.error_count()} problems: "
+                f"{error.errors()[0]['loc']}: {error.errors()[0]['msg']})"
+            ) from None
+    return tasks
 
 
 def _row_id(row: dict[str, Any]) -> str:

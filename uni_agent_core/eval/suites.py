@@ -1,5 +1,5 @@
-"""Evaluation suites by name: the bundled micro-swe splits, SWE-bench Verified, SWE-rebench, or a
-file of task rows."""
+"""Evaluation suites by name: the bundled micro-swe and shell splits, the held-out split of a
+recipe's own generated sources, SWE-bench Verified, SWE-rebench, or a file of task rows."""
 
 from __future__ import annotations
 
@@ -9,15 +9,33 @@ from typing import Literal
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.tasks import (
     MicroSweTasksConfig,
+    MixTasksConfig,
+    ShellLevel,
+    ShellTasksConfig,
     SweBenchTasksConfig,
     SweRebenchTasksConfig,
+    TasksConfig,
 )
-from uni_agent_core.envs.sources import load_task_file, load_tasks
+from uni_agent_core.envs.sources import interleave, load_task_file, load_tasks
 from uni_agent_core.types import TaskSpec
 
-SUITES = ("micro-swe:test", "micro-swe:train", "swe-bench-verified", "swe-rebench")
+SUITES = (
+    "micro-swe:test",
+    "micro-swe:train",
+    "shell:test",
+    "shell:train",
+    "heldout",
+    "swe-bench-verified",
+    "swe-rebench",
+)
 DEFAULT_MICRO_SWE_TASKS = 50
-RECIPE_SUITES = {"micro_swe": "micro-swe:test", "swe_bench_verified": "swe-bench-verified"}
+DEFAULT_SHELL_TASKS = 32
+RECIPE_SUITES = {
+    "micro_swe": "micro-swe:test",
+    "shell": "shell:test",
+    "heldout": "heldout",
+    "swe_bench_verified": "swe-bench-verified",
+}
 """The suite name of each recipe `eval.suite` value."""
 SWE_BENCH_VERIFIED = "princeton-nlp/SWE-bench_Verified"
 SWE_REBENCH = "nebius/SWE-rebench"
@@ -35,7 +53,9 @@ def resolve_suite(
 
     Args:
         suite: `micro-swe:test` (the held-out split, never trained on), `micro-swe:train`,
-            `swe-bench-verified`, `swe-rebench`, or a path to task rows (JSONL/parquet/dir).
+            `shell:test`, `shell:train`, `heldout` (the held-out split of each generated source
+            of the recipe's `tasks:`, interleaved), `swe-bench-verified`, `swe-rebench`, or a
+            path to task rows (JSONL/parquet/dir).
         recipe: supplies the seed, the eval section's defaults and the dataset location.
         max_tasks: evaluate the first N tasks (default: the eval section's `max_tasks`).
         data: rows of a dataset suite (a local file or a cached `datasets` id).
@@ -53,6 +73,19 @@ def resolve_suite(
             split=split,
         )
         return load_tasks(config)
+    if suite in ("shell:test", "shell:heldout", "shell:train"):
+        shell_levels: list[ShellLevel] = ["L0", "L1"]
+        levels = [level for level in shell_levels if level in recipe.eval.levels]
+        return load_tasks(
+            ShellTasksConfig(
+                n=limit or DEFAULT_SHELL_TASKS,
+                seed=recipe.seed,
+                levels=levels or shell_levels,
+                split="train" if suite.endswith("train") else "heldout",
+            )
+        )
+    if suite == "heldout":
+        return heldout_tasks(recipe.tasks, limit)
     if suite == "swe-bench-verified":
         source = data or recipe.eval.dataset or SWE_BENCH_VERIFIED
         return load_tasks(
@@ -65,3 +98,21 @@ def resolve_suite(
     if Path(suite).exists():
         return load_task_file(suite)[:limit]
     raise ValueError(f"unknown suite {suite!r}; use one of {', '.join(SUITES)} or a task file")
+
+
+def heldout_tasks(tasks: TasksConfig, limit: int | None) -> list[TaskSpec]:
+    """The held-out split of each generated source of a `tasks:` section (a mix's members,
+    interleaved; `limit` tasks in all, shared evenly), each source's `env` kept.
+
+    Raises:
+        ValueError: a source has no held-out split (a dataset, a file, a user's source).
+    """
+    sources = list(tasks.sources) if isinstance(tasks, MixTasksConfig) else [tasks]
+    share = None if limit is None else -(-limit // len(sources))
+    heldout = []
+    for source in sources:
+        if not isinstance(source, MicroSweTasksConfig | ShellTasksConfig):
+            raise ValueError(f"{source.type} tasks have no held-out split")
+        n = share or source.n
+        heldout.append(load_tasks(source.model_copy(update={"split": "heldout", "n": n})))
+    return interleave(heldout)[:limit]

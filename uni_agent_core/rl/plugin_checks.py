@@ -1,7 +1,8 @@
 """Whether the plug-ins a recipe names import on this host and fit their protocols.
 
-A recipe names a user's harness, sandbox backend, policy loss or advantage estimator by import
-path, and a task source may name a user's task environment (`uni_agent_core.plugins`). The
+A recipe names a user's harness, sandbox backend, task source, policy loss or advantage
+estimator by import path, and a task source may name a user's task environment
+(`uni_agent_core.plugins`). The
 recipe model only checks the form of a path; `plugin_problems` imports each one and checks what
 it finds, so that `agent-rl recipe validate` (and every command, before it starts work) refuses
 a typo or a misfit in one line per problem instead of failing in the first episode or step.
@@ -18,6 +19,7 @@ from uni_agent_core.config.algorithm import BuiltinAdvantageEstimator, BuiltinPo
 from uni_agent_core.config.harness import MixHarnessConfig, PluginHarnessConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.sandbox import PluginSandboxConfig
+from uni_agent_core.config.tasks import MixTasksConfig, PluginTasksConfig, SourceTasksConfig
 from uni_agent_core.envs.environment import environment_class
 from uni_agent_core.harness.base import Harness
 from uni_agent_core.plugins import PluginError, is_import_path, resolve
@@ -45,8 +47,11 @@ def plugin_problems(recipe: Recipe) -> list[tuple[str, str]]:
             checks.append((key, partial(_check_callable, kind, name, 1)))
         elif name not in get_args(BUILTINS[kind]):
             checks.append((key, partial(_check_verl_name, kind, name)))
-    for key, env in _task_environments(recipe):
-        checks.append((key, partial(environment_class, env)))
+    for key, source in _task_sources(recipe):
+        if source.env is not None:
+            checks.append((f"{key}.env", partial(environment_class, source.env)))
+        if isinstance(source, PluginTasksConfig):
+            checks.append((f"{key}.path", partial(_check_callable, "task_source", source.path, 1)))
     problems = []
     for key, check in checks:
         try:
@@ -69,19 +74,12 @@ def _plugin_harnesses(recipe: Recipe) -> list[tuple[str, PluginHarnessConfig]]:
     return []
 
 
-def _task_environments(recipe: Recipe) -> list[tuple[str, str]]:
-    """The task environments a recipe's task sources name (`env:`), with their keys."""
-    found = []
-    for key, section in (("tasks", recipe.tasks), *_mix_sources(recipe.tasks)):
-        env = getattr(section, "env", None)
-        if env:
-            found.append((f"{key}.env", env))
-    return found
-
-
-def _mix_sources(tasks: Any) -> list[tuple[str, Any]]:
-    sources = getattr(tasks, "sources", None) or []
-    return [(f"tasks.sources.{index}", source) for index, source in enumerate(sources)]
+def _task_sources(recipe: Recipe) -> list[tuple[str, SourceTasksConfig]]:
+    """Each source of the recipe's `tasks:` (a mix's members), with its key."""
+    tasks = recipe.tasks
+    if isinstance(tasks, MixTasksConfig):
+        return [(f"tasks.sources.{index}", source) for index, source in enumerate(tasks.sources)]
+    return [("tasks", tasks)]
 
 
 def _check_harness(config: PluginHarnessConfig) -> None:

@@ -163,8 +163,26 @@ def test_a_loss_registered_in_verls_registry_is_named_by_its_name() -> None:
     from uni_agent_core.rl.plugin_checks import plugin_problems
 
     unknown = _recipe(["trainer.algorithm.policy_loss=clipped_reinforce"])
-    assert "unknown policy_loss 'clipped_reinforce'" in dict(plugin_problems(unknown))[
-        "trainer.algorithm.policy_loss"
-    ]
+    assert (
+        "unknown policy_loss 'clipped_reinforce'"
+        in dict(plugin_problems(unknown))["trainer.algorithm.policy_loss"]
+    )
     importlib.import_module("my_plugins.verl_registration")  # what verl's workers import
     assert plugin_problems(unknown) == []
+
+
+def test_the_example_recipe_names_a_task_source_and_environment() -> None:
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+    from uni_agent_core.rollout.build import build_tasks
+
+    recipe = load_recipe(EXAMPLES / "recipe.yaml")
+    assert plugin_problems(recipe) == []
+    tasks = build_tasks(recipe)
+    assert [task.instance_id for task in tasks] == [
+        "capital-france",
+        "capital-italy",
+        "capital-spain",
+        "capital-japan",
+    ]
+    assert {task.env for task in tasks} == {ANSWER_ENV}
+    assert tasks[0].env_data == {"answer": "paris"}
