@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from uni_agent_core.inference.types import (
+    EngineDefaults,
     EngineStats,
     FinishReason,
     GenerateRequest,
@@ -61,7 +62,7 @@ def reply_ids(tokenizer: Any, tokens: int = REPLY_TOKENS) -> list[int]:
     raise ValueError(f"cannot build a {tokens}-token tool-call reply with this tokenizer")
 
 
-class InstantEngine:
+class InstantEngine(EngineDefaults):
     """An `Engine` that answers every request immediately with one fixed reply.
 
     Args:

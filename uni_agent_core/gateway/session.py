@@ -295,16 +295,14 @@ class GatewaySession:
         self.closed = True
         for generation in self._generations:
             generation.cancel()
-        end_session = getattr(self.engine, "end_session", None)
-        if end_session is not None:
-            end_session(self.session_id)
+        self.engine.end_session(self.session_id)
 
     @property
     def capacity(self) -> int | None:
         """Most tokens a chain holds, prompt and replies: the session's `max_total_tokens`,
         and never more than the engine's context window where the engine has one."""
-        window = getattr(self.engine, "max_model_len", None)
-        limits = [n for n in (self.settings.max_total_tokens, window) if isinstance(n, int)]
+        window = self.engine.max_model_len
+        limits = [n for n in (self.settings.max_total_tokens, window) if n is not None]
         return min(limits) if limits else None
 
     @property
@@ -492,8 +490,7 @@ class GatewaySession:
         tools: list[dict[str, Any]] | None,
         on_delta: DeltaSink | None,
     ) -> TokenOutput:
-        stream = getattr(self.engine, "generate_stream", None)
-        if on_delta is None or stream is None:
+        if on_delta is None or not self.engine.streams:
             output = await self.engine.generate(engine_request)
             if on_delta is not None:
                 text = self.decoder.stream_text(output.token_ids, tools)
@@ -502,7 +499,7 @@ class GatewaySession:
             return output
         streamer = self.decoder.streamer(tools)
         final: TokenOutput | None = None
-        async for item in stream(engine_request):
+        async for item in self.engine.generate_stream(engine_request):
             if isinstance(item, TokenOutput):
                 final = item
                 text = streamer.finish()

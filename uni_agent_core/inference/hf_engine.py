@@ -41,6 +41,7 @@ from uni_agent_core.inference.sampling import SamplingParams, sample_tokens
 from uni_agent_core.inference.sequence import GenerationSequence
 from uni_agent_core.inference.types import (
     EngineClosedError,
+    EngineDefaults,
     EngineStats,
     FinishReason,
     GenerateRequest,
@@ -73,12 +74,13 @@ def _kv_of(cache: Any) -> KV:
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 
-class HFEngine:
+class HFEngine(EngineDefaults):
     """Batched in-process generation with KV and prefix caching, logprobs and weight versions.
 
     Args:
         model: a `transformers` causal LM (eval mode is set here).
-        tokenizer: optional; kept for callers' convenience (`engine.tokenizer`).
+        tokenizer: optional; `engine.tokenizer`, which the builder uses instead of loading the
+            policy's tokenizer again.
         eos_token_ids: ids that end generation; defaults to the model's configured EOS ids.
         max_batch_size: rows decoded together; further requests wait.
         prefix_cache_tokens: capacity of the prefix cache in tokens (0 disables it).
@@ -87,6 +89,9 @@ class HFEngine:
         executor: where model compute runs; defaults to the process-wide compute thread
             (see `compute_thread.py` for why there is one).
     """
+
+    streams = True
+    """`generate_stream` hands out each decode step's tokens as they are sampled."""
 
     def __init__(
         self,
@@ -114,7 +119,7 @@ class HFEngine:
             frozenset(eos_token_ids) if eos_token_ids is not None else _eos_ids_of(model)
         )
         self.max_batch_size = max_batch_size
-        self.max_model_len = max_model_len or int(
+        self.max_model_len: int = max_model_len or int(
             getattr(model.config, "max_position_embeddings", 32768)
         )
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None

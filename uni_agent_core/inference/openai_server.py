@@ -42,6 +42,7 @@ from uni_agent_core.inference.server_wire import (
 )
 from uni_agent_core.inference.types import (
     EngineClosedError,
+    EngineDefaults,
     EngineStats,
     GenerateRequest,
     PauseMode,
@@ -65,7 +66,7 @@ _ADMIN_CONNECTIONS = 4
 """Pool connections kept beyond `max_concurrency` for model discovery and weight updates."""
 
 
-class OpenAIServerEngine:
+class OpenAIServerEngine(EngineDefaults):
     """An `Engine` backed by a vLLM (`/v1/completions`) or SGLang (`/generate`) server.
 
     Attributes:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from uni_agent_core.inference.types import (
+    EngineDefaults,
     EngineStats,
     FinishReason,
     GenerateRequest,
@@ -21,7 +22,7 @@ from uni_agent_core.inference.types import (
 )
 
 
-class ScriptedEngine:
+class ScriptedEngine(EngineDefaults):
     """Replies with scripted text, by call index or by what the prompt says.
 
     Attributes:

@@ -1,14 +1,20 @@
-"""The engine contract: request/response records and the `Engine` protocol.
+"""The engine contract: request/response records, the `Engine` protocol and `EngineDefaults`.
 
 Every inference backend (the in-process `HFEngine`, `OpenAIServerEngine` for vLLM/SGLang
 servers) speaks token ids in, token ids + logprobs out. Nothing here ever decodes and
 re-tokenizes what a model sampled: that is what keeps rollouts exact to the token.
+
+Besides generation and the weight/pause lifecycle, the protocol names the capabilities the
+gateway, the router and the builder read from an engine (tokenizer, context window, streaming,
+session end, server stats). `EngineDefaults` gives every one of them its "not supported" value,
+so an engine class inherits it and overrides only what it really has.
 """
 
 from __future__ import annotations
 
 import uuid
 from array import array
+from collections.abc import AsyncIterator
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
@@ -177,3 +183,69 @@ class Engine(Protocol):
     async def close(self) -> None:
         """Release resources; pending requests finish with `abort`."""
         ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """The policy's tokenizer when the engine holds one (HF engines), else None. The
+        builder (`rollout/build.py`) takes it instead of loading the policy's again."""
+        ...
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The context window in tokens (prompt and sample), or None when unknown. The gateway
+        caps a session's chains at it (`GatewaySession.capacity`)."""
+        ...
+
+    @property
+    def streams(self) -> bool:
+        """Whether `generate_stream` hands out tokens as they are sampled. The gateway streams
+        a reply through it only when True; otherwise it calls `generate` and sends the whole
+        reply as one delta."""
+        ...
+
+    def generate_stream(self, request: GenerateRequest) -> AsyncIterator[list[int] | TokenOutput]:
+        """Like `generate`, but an async iterator: lists of token ids as they are sampled, then
+        the final `TokenOutput` (whose `token_ids` are the concatenation of the lists). Used by
+        the gateway for streamed replies when `streams` is True."""
+        ...
+
+    def end_session(self, session_id: str) -> None:
+        """The agent session `session_id` is over (the gateway calls this when a session is
+        finalized, deleted or expires): a routing engine stops counting its context toward load
+        control. Engines that keep no per-session state do nothing."""
+        ...
+
+    async def refresh_server_stats(self) -> int | None:
+        """Refresh load figures from a remote server so that `stats()` reports them; the router
+        calls it before each health probe. Returns the free KV-cache tokens when known, else
+        None. In-process engines have nothing to refresh and return None."""
+        ...
+
+
+class _Generates(Protocol):
+    async def generate(self, request: GenerateRequest) -> TokenOutput: ...
+
+
+class EngineDefaults:
+    """The optional part of `Engine` for an engine that lacks it: no tokenizer, no known
+    context window, no streaming (`generate_stream` yields the one `generate` output), no
+    per-session state and no remote stats. Engine classes inherit it and override what they
+    really have, so that every engine provides every member of the protocol."""
+
+    tokenizer: Any = None
+    max_model_len: int | None = None
+    streams: bool = False
+
+    async def generate_stream(
+        self: _Generates, request: GenerateRequest
+    ) -> AsyncIterator[list[int] | TokenOutput]:
+        """No tokens as they are sampled: only the final output of `generate`."""
+        yield await self.generate(request)
+
+    def end_session(self, session_id: str) -> None:
+        """Nothing to forget: the engine keeps no per-session state."""
+        return None
+
+    async def refresh_server_stats(self) -> int | None:
+        """Nothing to refresh: the engine's `stats()` are always current."""
+        return None

@@ -35,7 +35,7 @@ def build_engine(recipe: Recipe, *, lendable: Engine | None = None) -> Engine:
 def build_tokenizer(recipe: Recipe, engine: Engine | None = None) -> Any:
     """The policy's tokenizer: the engine's own when it has one (HF engines), else loaded from
     the policy, with the recipe's chat-template override applied."""
-    tokenizer = getattr(engine, "tokenizer", None) if engine is not None else None
+    tokenizer = engine.tokenizer if engine is not None else None
     if tokenizer is not None:
         return tokenizer
     from transformers import AutoTokenizer

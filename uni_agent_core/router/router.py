@@ -38,6 +38,7 @@ from uni_agent_core.errors import AgentRLError
 from uni_agent_core.inference.types import (
     Engine,
     EngineClosedError,
+    EngineDefaults,
     EngineStats,
     GenerateRequest,
     PauseMode,
@@ -59,8 +60,21 @@ class RouterError(AgentRLError, RuntimeError):
     """Every replica that could serve a request failed it."""
 
 
-class Router:
-    """Routes generation over engine replicas; itself an `Engine`."""
+def _smallest_known(values: Sequence[int | None]) -> int | None:
+    """The smallest figure a replica knows, or None when none of them knows one."""
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
+class Router(EngineDefaults):
+    """Routes generation over engine replicas; itself an `Engine`.
+
+    Of the optional capabilities: `tokenizer` is its first replica's; `max_model_len` the
+    smallest window a replica knows (any replica may serve a request); `end_session` ends the
+    session in the routing core; `refresh_server_stats` refreshes every replica. It does not
+    stream (`streams` stays False): a request that fails on one replica is retried on another,
+    and tokens already handed to a client could not be taken back.
+    """
 
     def __init__(
         self,
@@ -94,7 +108,8 @@ class Router:
         )
         self._shared_capacity = kv_capacity_tokens if isinstance(kv_capacity_tokens, int) else None
         """A capacity given for every replica also applies to lendable ones added later."""
-        self.tokenizer = getattr(self.engines[0], "tokenizer", None)
+        self.tokenizer = self.engines[0].tokenizer
+        self.max_model_len = _smallest_known([e.max_model_len for e in self.engines])
         self.health_check_interval_s = health_check_interval_s
         self.probe_timeout_s = probe_timeout_s
         self.probe_prompt_ids = list(probe_prompt_ids)
@@ -168,6 +183,12 @@ class Router:
         expires): its context stops counting toward load control and its placement is dropped."""
         self.core.end_session(session_id)
 
+    async def refresh_server_stats(self) -> int | None:
+        """Refresh every replica's figures; returns their free KV tokens in all, or None when
+        any of them does not know its own."""
+        free = await asyncio.gather(*(e.refresh_server_stats() for e in self.engines))
+        return _sum_known(free)
+
     # -- health -------------------------------------------------------------------------------
 
     def _ensure_health_task(self) -> None:
@@ -188,9 +209,7 @@ class Router:
         if replica.parked or replica.lendable:
             return  # its owner's (the trainer's) model: only routed requests, which reclaim awaits
         try:
-            refresh = getattr(engine, "refresh_server_stats", None)
-            if refresh is not None:
-                await asyncio.wait_for(refresh(), self.probe_timeout_s)
+            await asyncio.wait_for(engine.refresh_server_stats(), self.probe_timeout_s)
             stats = engine.stats()
             if not stats.paused:
                 probe = GenerateRequest(prompt_ids=self.probe_prompt_ids, max_new_tokens=1)
@@ -219,6 +238,7 @@ class Router:
         it was given one, else what the engine reports.
         """
         self.engines.append(engine)
+        self.max_model_len = _smallest_known([e.max_model_len for e in self.engines])
         index = self.core.add_replica(name, kv_capacity_tokens=self._shared_capacity)
         self.core.adopt_capacity(index, engine.stats().kv_capacity_tokens)
         return index

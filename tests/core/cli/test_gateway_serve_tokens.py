@@ -25,7 +25,8 @@ def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr("uni_agent_core.gateway.launch.serve", fake_serve)
     monkeypatch.setattr(
-        "uni_agent_core.rollout.build.build_engine", lambda recipe: SimpleNamespace()
+        "uni_agent_core.rollout.build.build_engine",
+        lambda recipe: SimpleNamespace(tokenizer=None),
     )
     return caught
 

@@ -75,8 +75,8 @@ def test_keys_limits_and_expiry(tiny_tokenizer, scripted_engine_cls) -> None:
 
 
 def test_a_routing_engine_hears_when_sessions_end(tiny_tokenizer, scripted_engine_cls) -> None:
-    """Finalize, delete and expiry all tell an engine with `end_session` (the `Router`, whose
-    load control counts live sessions' contexts); engines without it are left alone."""
+    """Finalize, delete and expiry all call the engine's `end_session` (the `Router` stops
+    counting the session's context for load control; other engines' default does nothing)."""
     engine = scripted_engine_cls(tiny_tokenizer)
     ended: list[str] = []
     engine.end_session = ended.append
@@ -91,4 +91,4 @@ def test_a_routing_engine_hears_when_sessions_end(tiny_tokenizer, scripted_engin
     assert set(ended) == {finalized.session_id, deleted.session_id, idle.session_id}
     plain = SessionManager(scripted_engine_cls(tiny_tokenizer), tiny_tokenizer)
     session, _ = plain.create()
-    plain.delete(session.session_id)  # no end_session: nothing to call
+    plain.delete(session.session_id)  # the default end_session: nothing to forget

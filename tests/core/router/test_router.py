@@ -10,6 +10,7 @@ import pytest
 
 from uni_agent_core.inference.types import (
     Engine,
+    EngineDefaults,
     EngineStats,
     FinishReason,
     GenerateRequest,
@@ -19,7 +20,7 @@ from uni_agent_core.router.policies import make_policy
 from uni_agent_core.router.router import Router, RouterError
 
 
-class FakeReplica:
+class FakeReplica(EngineDefaults):
     """An engine double that echoes, records what it served, and can be made to fail."""
 
     def __init__(self, name: str, delay_s: float = 0.0) -> None:

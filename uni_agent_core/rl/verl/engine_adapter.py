@@ -28,6 +28,7 @@ from typing import Any
 
 from uni_agent_core.errors import AgentRLError
 from uni_agent_core.inference.types import (
+    EngineDefaults,
     EngineStats,
     FinishReason,
     GenerateRequest,
@@ -52,7 +53,7 @@ def call_versions(extra_fields: dict[str, Any], n_tokens: int, fallback: int) ->
     return versions
 
 
-class VerlServerEngine:
+class VerlServerEngine(EngineDefaults):
     """An `Engine` whose generations go to verl's rollout servers."""
 
     def __init__(self, server_manager: Any, *, eos_token_ids: Iterable[int]) -> None:
