@@ -11,6 +11,8 @@ from uni_agent_core.rundir.layout import default_run_dir
 
 @flow(name="evaluate", log_prints=True)
 def evaluate(recipe: str, checkpoint: str = "latest", overrides: list[str] | None = None) -> dict:
-    """Resumable evaluation of `checkpoint` (`latest`, `none` or a step directory)."""
+    """Resumable evaluation of `checkpoint` (`latest`, `none` or a step directory): its report
+    directory, step and `eval/...` metrics."""
     loaded = load_recipe_for_pool(recipe, overrides or [])
-    return evaluate_task(loaded, default_run_dir(loaded), checkpoint)
+    done = evaluate_task(loaded, default_run_dir(loaded), checkpoint)
+    return {"report_dir": str(done.report_dir), "step": done.step, "metrics": done.metrics}

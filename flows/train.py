@@ -12,6 +12,11 @@ the last always) merged by verl's model merger, served and evaluated; everything
 verl's MLflow run, with what was served as `repro.served.*` params. Servers stop in `finally`
 blocks, so a failing stage never leaves them running.
 
+The embedded sequence is `uni_agent_core.pipeline.run_pipeline`, the one `agent-rl train`
+follows: here its stages are the Prefect tasks (`PrefectStages`), so each shows as a task run.
+verl's sequence (`_train_on_verl`) shares its first stages (`prepare_training`); it stays here
+because its stages run on servers the serve stage starts and stops around them.
+
 Parameters are small (recipe path, overrides, resume); the recipe is validated first, so a bad
 path or an invalid recipe fails the run at once with the validation message, before any stage
 runs. Every stage is a thin Prefect task over `uni_agent_core`; training and evaluation resume
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from prefect import flow
@@ -33,18 +40,19 @@ from tasks.curriculum import estimate_difficulty, learnable_tasks
 from tasks.data import validate_data
 from tasks.evaluation import evaluate
 from tasks.serving import serve, stop
-from tasks.tracking import before_metrics, heldout_curve, log_run
+from tasks.tracking import log_run
 from tasks.training import train as train_task
 from tasks.warm_start import warm_start
 from uni_agent_core.config.pools import load_recipe_for_pool
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.eval.evaluate import checkpoints_to_evaluate, every_nth
-from uni_agent_core.eval.paired import compare_evaluations
+from uni_agent_core.eval.evaluate import every_nth
+from uni_agent_core.pipeline.results import Evaluated, Trained
+from uni_agent_core.pipeline.run import prepare_training, run_pipeline
+from uni_agent_core.pipeline.summary import summary_lines, summary_record
 from uni_agent_core.rl.verl.merge import find_verl_checkpoints
-from uni_agent_core.rl.warm_start import rl_tasks
+from uni_agent_core.rl.warm_start import WarmStartResult
 from uni_agent_core.rundir.layout import VERL_CHECKPOINTS, default_run_dir
-from uni_agent_core.tracking.mlflow_tracker import metric_name
-from uni_agent_core.tracking.runs import before_after_lines, curve_line, run_episode_pages
+from uni_agent_core.tracking.runs import run_episode_pages
 from uni_agent_core.types import TaskSpec
 
 
@@ -73,6 +81,56 @@ class TrainParameters(BaseModel):
         default=True,
         description="Continue from the newest complete checkpoint (overrides trainer.resume).",
     )
+
+
+class PrefectStages:
+    """The pipeline's stages as this module's Prefect tasks (`uni_agent_core.pipeline.Stages`):
+    each call is a task run of the flow run."""
+
+    def validate_data(self, recipe: Recipe, run_dir: Path) -> list[TaskSpec]:
+        return validate_data(recipe, run_dir)
+
+    def warm_start(self, recipe: Recipe, run_dir: Path, tasks: list[TaskSpec]) -> WarmStartResult:
+        return warm_start(recipe, run_dir, tasks)
+
+    def estimate_difficulty(
+        self, recipe: Recipe, run_dir: Path, tasks: list[TaskSpec]
+    ) -> Path | None:
+        return estimate_difficulty(recipe, run_dir, tasks)
+
+    def evaluate(
+        self, recipe: Recipe, run_dir: Path, checkpoint: str, trace_run: str | None
+    ) -> Evaluated:
+        return evaluate(recipe, run_dir, checkpoint=checkpoint, trace_run=trace_run)
+
+    def train(
+        self,
+        recipe: Recipe,
+        run_dir: Path,
+        tasks: list[TaskSpec],
+        mlflow_run_id: str | None,
+        stop_after_steps: int | None,
+        launch_command: str | None,
+    ) -> Trained:
+        return train_task(
+            recipe,
+            run_dir,
+            tasks,
+            mlflow_run_id=mlflow_run_id,
+            launch_command=launch_command,
+            stop_after_steps=stop_after_steps,
+        )
+
+    def log_run(
+        self,
+        recipe: Recipe,
+        run_dir: Path,
+        mlflow_run_id: str | None,
+        evaluation: Evaluated,
+        before: Evaluated | None,
+        curve: Sequence[Evaluated],
+    ) -> str | None:
+        return log_run(recipe, run_dir, mlflow_run_id, evaluation, before, curve=list(curve))
 
 
 @flow(name="agent-rl", log_prints=True)
@@ -114,75 +172,14 @@ def train(
     )  # fails fast on bad input
     run_dir = default_run_dir(loaded)
     print(f"agent-rl: recipe {loaded.name}, run directory {run_dir}")
-    valid_tasks = validate_data(loaded, run_dir)
-    on_verl = loaded.trainer.backend.type == "verl"
-    warmed = None
-    if loaded.warm_start.enabled:
-        warmed = warm_start(loaded, run_dir, valid_tasks)
-        valid_tasks = rl_tasks(loaded, valid_tasks)
-        loaded = loaded.model_copy(deep=True)
-        loaded.policy.name = warmed["policy"]
-    if on_verl:
-        return _train_on_verl(loaded, run_dir, valid_tasks, command)
-    estimate_difficulty(loaded, run_dir, valid_tasks)
-    evaluating = loaded.eval.enabled
-    before = None
-    if evaluating and loaded.eval.before_training:
-        # traced into the warm start's run, which training continues (none: not traced)
-        before = evaluate(
-            loaded, run_dir, checkpoint="none", trace_run=warmed and warmed["mlflow_run_id"]
-        )
-    trained = train_task(
-        loaded,
-        run_dir,
-        valid_tasks,
-        mlflow_run_id=warmed and warmed["mlflow_run_id"],
-        launch_command=command,
-    )
-    evaluations = []
-    if evaluating:
-        for checkpoint in checkpoints_to_evaluate(loaded, run_dir):
-            trace_run = trained["mlflow_run_id"]
-            evaluations.append(evaluate(loaded, run_dir, str(checkpoint), trace_run=trace_run))
-    scores = evaluations[-1] if evaluations else None
-    if scores is not None:
-        log_run(loaded, run_dir, trained["mlflow_run_id"], scores, before, curve=evaluations)
-    summary = {
-        "run_dir": str(run_dir),
-        **trained,
-        "eval": scores and scores["metrics"],
-        "eval_before": before and before["metrics"],
-        "warm_start": warmed and warmed["report"],
-    }
-    lines = [
-        f"# agent-rl run `{loaded.name}`",
-        "",
-        f"- run directory: `{run_dir}`",
-        f"- MLflow run: `{trained['mlflow_run_id']}`",
-    ]
-    first, count = trained["start_step"], trained["steps"]
-    lines.append(f"- steps trained: {first + 1}..{first + count} ({trained['backend']})")
-    if warmed is not None:
-        report = warmed["report"]
-        lines.append(
-            f"- warm start: {report['trajectories']} gold trajectories x {report['epochs']} "
-            f"epochs, nll {report['loss_by_epoch'][0]:.3f} -> {report['loss_by_epoch'][-1]:.3f} "
-            f"({(report['gold_s'] + report['fit_s']) / 60:.1f} min)"
-        )
-    summary["heldout_curve"] = heldout_curve(before, evaluations)
-    if len(summary["heldout_curve"]) > 1:
-        lines.append(f"- {curve_line(summary['heldout_curve'])}")
-    if scores is not None and before is not None:
-        comparison = compare_evaluations(Path(before["report_dir"]), Path(scores["report_dir"]))
-        summary["before_after"] = {**comparison.metrics(), "verdict": comparison.verdict}
-        logged = {**scores["metrics"], **before_metrics(before["metrics"]), **comparison.metrics()}
-        shown = before_after_lines({metric_name(k): v for k, v in logged.items()})
-        lines += ["", *(f"- {line}" if line and line[0] != "|" else line for line in shown), ""]
-    if scores is not None:
-        lines += [f"- {key}: {value:.3f}" for key, value in sorted(scores["metrics"].items())]
-    lines += [f"- {line}" for line in run_episode_pages(loaded.tracking, trained["mlflow_run_id"])]
+    stages = PrefectStages()
+    if loaded.trainer.backend.type == "verl":
+        prepared = prepare_training(loaded, run_dir, stages)
+        return _train_on_verl(prepared.recipe, run_dir, prepared.tasks, command)
+    result = run_pipeline(loaded, run_dir, stages, launch_command=command)
+    lines = [f"# agent-rl run `{result.recipe.name}`", "", *summary_lines(result)]
     create_markdown_artifact("\n".join(lines), key="agent-rl-summary")
-    return summary
+    return summary_record(result)
 
 
 def _train_on_verl(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec], command: str) -> dict:
@@ -199,7 +196,7 @@ def _train_on_verl(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec], command
         stop(base)
     kept = learnable_tasks(recipe, run_dir, tasks)
     trained = train_task(recipe, run_dir, kept, mlflow_run_id=None, launch_command=command)
-    evaluations = []
+    evaluations: list[Evaluated] = []
     if recipe.eval.enabled:
         for label, checkpoint in chosen_verl_checkpoints(recipe, run_dir):
             served = serve(recipe, run_dir, str(checkpoint))
@@ -216,23 +213,22 @@ def _train_on_verl(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec], command
         "",
         f"- run directory: `{run_dir}`",
         f"- MLflow run: `{run_id}` (verl's own, with the stages' evaluations)",
-        f"- steps trained: {trained['start_step'] + 1}..{trained['start_step'] + trained['steps']}",
+        f"- steps trained: {trained.start_step + 1}..{trained.last_step}",
         f"- served: {', '.join(sorted({v for k, v in repro.items() if k.endswith('.label')}))}",
         *(f"- {line}" for line in run_episode_pages(recipe.tracking, run_id)),
     ]
     for evaluation in evaluations:
         lines.append(
-            f"- checkpoint step {evaluation['step']}: pass@1 "
-            f"{evaluation['metrics']['eval/pass@1']:.3f}"
+            f"- checkpoint step {evaluation.step}: pass@1 {evaluation.metrics['eval/pass@1']:.3f}"
         )
     create_markdown_artifact("\n".join(lines), key="agent-rl-summary")
     return {
         "run_dir": str(run_dir),
-        **trained,
+        **asdict(trained),
         "mlflow_run_id": run_id,
-        "eval": last and last["metrics"],
-        "eval_before": before and before["metrics"],
-        "evaluations": [e["metrics"] for e in evaluations],
+        "eval": last.metrics if last is not None else None,
+        "eval_before": before.metrics if before is not None else None,
+        "evaluations": [e.metrics for e in evaluations],
         "served": repro,
     }
 

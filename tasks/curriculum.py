@@ -1,4 +1,5 @@
-"""Prefect tasks: Best-of-N difficulty estimation and curriculum refresh (thin)."""
+"""Prefect tasks: Best-of-N difficulty estimation (`uni_agent_core.pipeline.stages`) and
+curriculum refresh (thin)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from prefect import task
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.curriculum.best_of_n import best_of_n
-from uni_agent_core.curriculum.difficulty import write_difficulty
 from uni_agent_core.curriculum.history import AttemptHistory
 from uni_agent_core.curriculum.refresh import refresh_curriculum
+from uni_agent_core.pipeline import stages
 from uni_agent_core.rollout.build import build_tasks
 from uni_agent_core.rundir.checkpoint import latest_complete
 from uni_agent_core.rundir.layout import (
@@ -27,14 +28,7 @@ from uni_agent_core.types import TaskSpec
 @task(name="estimate-difficulty")
 def estimate_difficulty(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec]) -> Path | None:
     """Best-of-N over the valid tasks, recorded in the run's history (the sampler reads it)."""
-    if not recipe.curriculum.enabled:
-        print("estimate-difficulty: curriculum disabled; skipped")
-        return None
-    history = AttemptHistory(history_path(recipe, run_dir))
-    report = asyncio.run(best_of_n(recipe, tasks, recipe.curriculum.best_of_n, history))
-    path = write_difficulty(report, run_dir / CURRICULUM)
-    print(f"estimate-difficulty: {report.counts()}; {len(report.kept_ids)} learnable; {path}")
-    return path
+    return stages.estimate_difficulty(recipe, run_dir, tasks)
 
 
 def learnable_tasks(recipe: Recipe, run_dir: Path, tasks: list[TaskSpec]) -> list[TaskSpec]:

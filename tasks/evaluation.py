@@ -1,4 +1,5 @@
-"""Prefect task: evaluate the newest checkpoint on the recipe's eval suite (thin)."""
+"""Prefect task: evaluate a checkpoint on the recipe's eval suite (thin;
+`uni_agent_core.pipeline.stages`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from pathlib import Path
 from prefect import task
 
 from uni_agent_core.config.recipe import Recipe
-from uni_agent_core.eval.evaluate import run_evaluation
-from uni_agent_core.eval.report import eval_metrics
-from uni_agent_core.eval.suites import recipe_suite
+from uni_agent_core.pipeline import stages
+from uni_agent_core.pipeline.results import Evaluated
 
 
 @task(name="evaluate-checkpoint", retries=1, retry_delay_seconds=10)
@@ -19,23 +19,10 @@ def evaluate(
     checkpoint: str = "latest",
     served_as: list | None = None,
     trace_run: str | None = None,
-) -> dict:
-    """Resumable evaluation (a retry skips finished samples); returns `eval/...` metrics.
-    `served_as` (`[label, version]`) evaluates what the recipe's engine already serves (the
-    serve stage's servers) instead of loading `checkpoint`; `trace_run` is the MLflow run the
-    sampled episodes are traced into."""
-    suite = recipe_suite(recipe)
-    done = run_evaluation(
-        recipe,
-        suite=suite,
-        checkpoint=checkpoint,
-        run_dir=run_dir,
-        served_as=tuple(served_as) if served_as else None,
-        trace_run=trace_run,
-    )
-    print(f"evaluate-checkpoint: {suite} {done.label}: pass@1 {done.summary.pass_at_1:.3f}")
-    return {
-        "report_dir": str(done.out_dir),
-        "step": done.checkpoint.step if done.checkpoint else 0,
-        "metrics": eval_metrics(done.summary),
-    }
+) -> Evaluated:
+    """Resumable evaluation (a retry skips finished samples); returns its `eval/...` metrics,
+    step and report directory. `served_as` (`[label, version]`) evaluates what the recipe's
+    engine already serves (the serve stage's servers) instead of loading `checkpoint`;
+    `trace_run` is the MLflow run the sampled episodes are traced into."""
+    served = (str(served_as[0]), int(served_as[1])) if served_as else None
+    return stages.evaluate(recipe, run_dir, checkpoint, served_as=served, trace_run=trace_run)

@@ -6,14 +6,15 @@ from pathlib import Path
 import mlflow
 
 from uni_agent_core.config import load_recipe
+from uni_agent_core.pipeline.results import Evaluated
 from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _evaluation(step: int, metrics: dict, directory: Path) -> dict:
+def _evaluation(step: int, metrics: dict, directory: Path) -> Evaluated:
     directory.mkdir(parents=True)
-    return {"step": step, "metrics": metrics, "report_dir": str(directory)}
+    return Evaluated(directory, step, metrics)
 
 
 def test_earlier_checkpoints_add_their_pass_at_1_to_the_curve_and_nothing_else(

@@ -22,6 +22,7 @@ from prefect import task
 from support.verl_checkpoint import write_verl_fsdp_checkpoint
 
 from uni_agent_core.models import load_policy
+from uni_agent_core.pipeline.results import Trained
 from uni_agent_core.rundir.layout import VERL_CHECKPOINTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:.* engine is not available:UserW
 
 
 @task(name="train")
-def verl_trainer_double(recipe, run_dir, tasks, mlflow_run_id=None, launch_command=None) -> dict:
+def verl_trainer_double(
+    recipe, run_dir, tasks, mlflow_run_id=None, launch_command=None, stop_after_steps=None
+) -> Trained:
     """verl's trainer in this test: the checkpoint it would write after `total_steps`."""
     model, tokenizer = load_policy("tiny")
     with torch.no_grad():
@@ -42,8 +45,7 @@ def verl_trainer_double(recipe, run_dir, tasks, mlflow_run_id=None, launch_comma
     write_verl_fsdp_checkpoint(
         model, tokenizer, Path(run_dir) / VERL_CHECKPOINTS, step=recipe.trainer.total_steps
     )
-    steps = recipe.trainer.total_steps
-    return {"backend": "verl", "mlflow_run_id": None, "steps": steps, "start_step": 0, "final": {}}
+    return Trained("verl", None, recipe.trainer.total_steps, 0)
 
 
 def processes_mentioning(text: str) -> list[str]:
