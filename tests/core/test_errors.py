@@ -209,12 +209,13 @@ def test_an_unexpected_exception_exits_1_with_its_traceback() -> None:
 def test_a_failed_training_run_is_one_line_and_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from uni_agent_core.rl import launch as launching
+    from uni_agent_core.pipeline import stages
+    from uni_agent_core.rl.launch import TrainingFailed
 
     def verl_fails(*args: object, **kwargs: object) -> None:
-        raise launching.TrainingFailed("verl's trainer exited with code 3")
+        raise TrainingFailed("verl's trainer exited with code 3")
 
-    monkeypatch.setattr(launching, "launch", verl_fails)
+    monkeypatch.setattr(stages, "launch", verl_fails)
     recipe = str(RECIPES / "ci-smoke.yaml")
     argv = ["train", "--recipe", recipe, "--run-dir", str(tmp_path)]
     assert CLI_MAIN.main(argv) == CLI_MAIN.RUN_FAILED

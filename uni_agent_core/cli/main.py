@@ -350,45 +350,51 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    """The pipeline of an embedded recipe in this process (`pipeline/run.py`: the stages of the
+    flow `agent-rl/train`); verl's trainer alone for a verl recipe, whose other stages run on
+    served policies in the flow."""
     from pathlib import Path
 
     from uni_agent_core.cli.recipes import load_recipe_here
-    from uni_agent_core.rl.launch import TrainingFailed, launch
-    from uni_agent_core.rl.warm_start import rl_tasks, run_warm_start, warm_started
-    from uni_agent_core.rollout.build import build_tasks
+    from uni_agent_core.rl.launch import TrainingFailed
     from uni_agent_core.rundir.layout import METRICS, default_run_dir
 
     recipe = load_recipe_here(args.recipe, list(args.set))
-    if args.stop_after_steps is not None and recipe.trainer.backend.type == "verl":
+    on_verl = recipe.trainer.backend.type == "verl"
+    if args.stop_after_steps is not None and on_verl:
         raise UserError(
             "--stop-after-steps is for the embedded trainer; verl recipes run "
             "trainer.total_steps (set it with --set)"
         )
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(recipe)
-    mlflow_run_id, tasks = None, None
     try:
-        if recipe.warm_start.enabled and recipe.trainer.backend.type == "embedded":
-            tasks = build_tasks(recipe)
-            warmed = run_warm_start(recipe, run_dir, tasks)
-            tasks = rl_tasks(recipe, tasks)
-            recipe, mlflow_run_id = warm_started(recipe, warmed), warmed.mlflow_run_id
-        summary = launch(
-            recipe,
-            run_dir,
-            tasks=tasks,
-            stop_after_steps=args.stop_after_steps,
-            mlflow_run_id=mlflow_run_id,
-        )
+        if on_verl:
+            from uni_agent_core.rl.launch import launch
+
+            print(
+                "verl recipe: verl's trainer alone (difficulty and evaluations run on served "
+                "policies: prefect deployment run agent-rl/train)"
+            )
+            summary = launch(recipe, run_dir)
+            first, last = summary.start_step + 1, summary.start_step + summary.steps
+            where = "verl logged its steps"
+        else:
+            from uni_agent_core.pipeline.run import run_pipeline
+            from uni_agent_core.pipeline.stages import DirectStages
+            from uni_agent_core.pipeline.summary import summary_lines
+
+            result = run_pipeline(
+                recipe, run_dir, DirectStages(), stop_after_steps=args.stop_after_steps
+            )
+            for line in summary_lines(result):
+                print(line)
+            trained = result.trained
+            first, last = trained.start_step + 1, trained.last_step
+            where = f"metrics in {run_dir / METRICS}"
     except TrainingFailed as error:  # verl's trainer printed its own error above
         print(f"error: {error}", file=sys.stderr)
         return RUN_FAILED
-    last = summary.start_step + summary.steps
-    where = (
-        f"metrics in {summary.run_dir / METRICS}"
-        if summary.backend == "embedded"
-        else ("verl logged its steps")
-    )
-    print(f"trained steps {summary.start_step + 1}..{last} ({summary.backend}); {where}")
+    print(f"trained steps {first}..{last} ({recipe.trainer.backend.type}); {where}")
     return 0
 
 
@@ -619,13 +625,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser(
         "train",
-        help="a whole training run of a recipe, no Prefect (verl recipes: agent-rl verl launch)",
+        help="the whole pipeline of a recipe, no Prefect: data validation, warm start, "
+        "difficulty, evaluations before and after, MLflow (verl recipes: their trainer only)",
     )
     train.add_argument("--recipe", required=True, help="recipe YAML")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    train.add_argument("--run-dir", help="metrics and checkpoints (default runs/<recipe name>)")
     train.add_argument(
-        "--stop-after-steps", type=int, default=None, help="stop early (a later run resumes)"
+        "--run-dir", help="every stage's reports, checkpoints, metrics (default runs/<name>)"
+    )
+    train.add_argument(
+        "--stop-after-steps",
+        type=int,
+        default=None,
+        help="stop early, before the checkpoint evaluations (a later run resumes)",
     )
     train.set_defaults(func=_cmd_train)
 

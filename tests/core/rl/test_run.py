@@ -94,13 +94,31 @@ def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, ca
         ):
             assert name in row, name
     assert (run_dir / "checkpoints" / "step-000002" / "manifest.json").is_file()
-    assert "step 2/2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "step 2/2" in out
+    # the pipeline the flow runs: data validation first, the checkpoint's evaluation and MLflow
+    # last (ci-smoke has no warm start, no before-training evaluation)
+    started = [
+        line for line in out.splitlines() if line.startswith("stage ") and "done" not in line
+    ]
+    assert started == [
+        "stage 1/5: validate data",
+        "stage 2/5: estimate difficulty",
+        "stage 3/5: train",
+        "stage 4/5: evaluate checkpoints",
+        "stage 5/5: log to MLflow",
+    ]
+    assert (run_dir / "validation" / "validation.json").is_file()
+    assert (
+        out.splitlines()[-1] == f"trained steps 1..2 (embedded); metrics in {run_dir}/metrics.jsonl"
+    )
 
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("agent-rl-ci").experiment_id])
     assert run.info.status == "FINISHED" and run.data.params["trainer.mode"] == "sync"
+    assert run.data.metrics["eval/tasks"] == 2.0 and "eval/pass_at_1" in run.data.metrics
     params = run.data.params
     assert len(params["repro.dataset_sha256"]) == 64 and params["repro.version.torch"]
     assert params["repro.git_commit"] != "" and params["repro.cpu_count"]

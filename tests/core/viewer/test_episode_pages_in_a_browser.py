@@ -77,7 +77,9 @@ def stored_traces(store: str, experiment_id: str, run_id: str) -> list:
 
 def test_the_mlflow_ui_lists_the_runs_traces_and_opens_one(trained) -> None:
     traces = stored_traces(trained["store"], trained["experiment_id"], trained["run_id"])
-    assert len(traces) == 8  # ci-smoke: 2 steps x 4 episodes, `sample 4` traces each
+    # ci-smoke: 2 steps x 4 episodes (`sample 4` traces each), and the 2 held-out episodes of
+    # the checkpoint's evaluation, which `agent-rl train` traces into the training run
+    assert len(traces) == 8 + 2
     with (
         serve_mlflow_ui(trained["store"], trained["work"] / "ui-artifacts") as ui,
         launch_chromium() as context,
