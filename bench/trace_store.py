@@ -3,10 +3,11 @@
     python bench/trace_store.py [--recipe recipes/smollm2-cpu.yaml] [--steps 10]
                                 [--traces "sample 4"]
 
-Trains the recipe for `--steps` steps with `agent-rl train` into a fresh directory and a fresh
-sqlite MLflow store, under the recipe's `tracking.traces` or `--traces`. Then the store is
-measured twice in the same run: as the run left it, and as a copy with every trace deleted and
-both copies vacuumed (the baseline: the same run's params, metrics and tags without traces).
+Trains the recipe for `--steps` steps with `agent-rl train` (evaluation off) into a fresh
+directory and a fresh sqlite MLflow store, under the recipe's `tracking.traces` or `--traces`.
+Then the store is measured twice in the same run: as the run left it, and as a copy with every
+trace deleted and both copies vacuumed (the baseline: the same run's params, metrics and tags
+without traces).
 Printed: traces, spans, the trace store's bytes (the difference) per 10 steps against the
 issue's 5 MB target, and the size of the step files and views logged as artifacts.
 """
@@ -79,6 +80,9 @@ def main() -> None:
         f"tracking.tracking_uri={tracking_uri}",
         "--set",
         "trainer.resume=never",
+        # the training episodes' traces alone: the pipeline's evaluations trace theirs too
+        "--set",
+        "eval.enabled=false",
     ]
     if args.traces is not None:
         command += ["--set", f"tracking.traces={args.traces}"]

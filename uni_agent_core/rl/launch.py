@@ -3,9 +3,10 @@
 `launch(recipe, run_dir)` trains the recipe to `trainer.total_steps`, resuming from what the
 run directory holds, and returns a `RunSummary`: the embedded trainer in this process
 (`run.py`), or verl's trainer on the pool's accelerators (`verl/launch.py`), which resumes from
-its own checkpoints. The command line (`agent-rl train`) and the Prefect train task both call
-it; neither decides the backend itself. Before either starts, the local sandboxes and cgroups of
-dead runs on this host are swept (`sandbox/sweep.py`) and the sweep's summary printed.
+its own checkpoints. The pipeline's train stage (`pipeline/stages.py`, run by `agent-rl train`
+and the Prefect flow) calls it, as does `agent-rl train` on a verl recipe; none decides the
+backend itself. Before either trainer starts, the local sandboxes and cgroups of dead runs on
+this host are swept (`sandbox/sweep.py`) and the sweep's summary printed.
 """
 
 from __future__ import annotations
