@@ -256,5 +256,14 @@ SandboxConfig = Annotated[
 ]
 """A sandbox backend, chosen by its `type:` tag."""
 
+SANDBOX_SECTIONS: tuple[type[ConfigModel], ...] = (
+    LocalSandboxConfig,
+    SwerexSandboxConfig,
+    DockerSandboxConfig,
+    ModalSandboxConfig,
+    PluginSandboxConfig,
+)
+"""The classes of `SandboxConfig`'s members."""
+
 CONTAINER_SANDBOXES: frozenset[str] = frozenset({"swerex", "docker", "modal"})
 """Sandbox types that can run a task's container image."""

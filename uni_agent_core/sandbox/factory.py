@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from uni_agent_core.config.overrides import section_for_task
-from uni_agent_core.config.sandbox import PluginSandboxConfig, SandboxConfig
+from uni_agent_core.config.sandbox import SANDBOX_SECTIONS, PluginSandboxConfig, SandboxConfig
 from uni_agent_core.plugins import resolve
 from uni_agent_core.sandbox.base import Sandbox
 
@@ -29,11 +29,16 @@ def build_sandbox(config: SandboxConfig, **overrides: Any) -> Sandbox:
             `image=` for docker and modal, `workdir=`, `env=`, or `deployment=` for swerex.
 
     Raises:
-        TypeError: an override is not an argument of the backend, or a plug-in returned
-            something that is not a `Sandbox`.
+        TypeError: `config` is not a sandbox section, an override is not an argument of the
+            backend, or a plug-in returned something that is not a `Sandbox`.
         ValueError: The section and overrides do not make a usable sandbox (e.g. no image).
         PluginError: a plug-in's path does not import.
     """
+    if not isinstance(config, SANDBOX_SECTIONS):
+        raise TypeError(
+            f"not a sandbox section: {type(config).__name__} (expected one of the "
+            "local/swerex/docker/modal/plugin configs from uni_agent_core.config.sandbox)"
+        )
     if isinstance(config, PluginSandboxConfig):
         sandbox = resolve("sandbox", config.path)(dict(config.options), **overrides)
         if not isinstance(sandbox, Sandbox):
