@@ -43,13 +43,19 @@ class _TaskSource(ConfigModel):
     repository tasks, `shell` for shell tasks, a row's `env` for files)."""
 
 
-def _distinct_levels(value: list[str]) -> list[str]:
-    if len(set(value)) != len(value):
-        raise ValueError(f"each level may appear once, got {value}")
-    return value
+class _GeneratedTasks(_TaskSource):
+    """What the generated kinds share: `levels` (declared by each, with its own levels) may
+    name each level once."""
+
+    @field_validator("levels", check_fields=False)
+    @classmethod
+    def _check_levels(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"each level may appear once, got {value}")
+        return value
 
 
-class MicroSweTasksConfig(_TaskSource):
+class MicroSweTasksConfig(_GeneratedTasks):
     """Procedurally generated small repositories with a planted bug and hidden tests."""
 
     type: Literal["micro_swe"] = "micro_swe"
@@ -63,13 +69,8 @@ class MicroSweTasksConfig(_TaskSource):
     split: Literal["train", "heldout"] = "train"
     """`train`, or `heldout` (generated from a disjoint seed space; never trained on)."""
 
-    @field_validator("levels")
-    @classmethod
-    def _check_levels(cls, value: list[str]) -> list[str]:
-        return _distinct_levels(value)
 
-
-class ShellTasksConfig(_TaskSource):
+class ShellTasksConfig(_GeneratedTasks):
     """Procedurally generated shell tasks (Terminal-Bench style): starting files, an
     instruction, and a hidden check script that inspects the final state."""
 
@@ -83,11 +84,6 @@ class ShellTasksConfig(_TaskSource):
     """Difficulty levels to draw from, in turn (each level's templates in turn)."""
     split: Literal["train", "heldout"] = "train"
     """`train`, or `heldout` (made of words the training split never uses)."""
-
-    @field_validator("levels")
-    @classmethod
-    def _check_levels(cls, value: list[str]) -> list[str]:
-        return _distinct_levels(value)
 
 
 class _DatasetTasks(_TaskSource):
