@@ -11,6 +11,9 @@ environment owns everything that depends on what the task *is*:
 - `score(episode, observation)`: the episode's reward, after the agent's sandbox is closed (a
   SWE task runs its hidden tests on the diff in a fresh sandbox). `episode` says how the
   harness ended and which tools it called.
+- `score_group(members)`: optionally (`scores_groups = True`), the rewards of a training group's
+  episodes decided together once all of them are scored (a judge that ranks the group's
+  answers). A single episode (an evaluation sample, Best-of-N) keeps its own score.
 
 A task names its environment (`TaskSpec.env`: a registered name such as `swe` or `shell`, or a
 user's `module:attribute`, see `uni_agent_core.plugins`); `EnvironmentContext` gives an
@@ -68,6 +71,17 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class GroupMember:
+    """One scored episode of a group, as `score_group` sees it."""
+
+    episode: EpisodeFacts
+    observation: Observation
+    """The final state as observed (its `record` clipped to what the result keeps)."""
+    reward: float
+    """The episode's own score."""
+
+
+@dataclass(frozen=True)
 class Outcome:
     """An episode's score."""
 
@@ -88,7 +102,9 @@ class TaskEnvironment(ABC):
     task row (`docs/extending.md`)."""
 
     name: str = ""
-    """The kind's name in metrics (`rollout/<name>/...`); defaults to the registry name."""
+    """The kind's name in metrics (`train/task_env/<name>/...`); defaults to the task's `env`."""
+    scores_groups: bool = False
+    """True where a group's rewards are decided together (`score_group`)."""
 
     def __init__(self, context: EnvironmentContext) -> None:
         self.context = context
@@ -104,6 +120,12 @@ class TaskEnvironment(ABC):
     @abstractmethod
     async def score(self, episode: EpisodeFacts, observation: Observation) -> Outcome:
         """The episode's reward, after the agent's sandbox is closed."""
+
+    def score_group(self, members: Sequence[GroupMember]) -> list[float]:
+        """The rewards of one training group's scored episodes, in order, decided together
+        (called only when `scores_groups`; episodes that failed keep reward 0 and are not
+        members). By default each keeps its own."""
+        return [member.reward for member in members]
 
 
 class TaskEnvironments:

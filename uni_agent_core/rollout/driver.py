@@ -4,8 +4,9 @@ For each episode the driver opens a gateway session (seeded, so a replay samples
 tokens), builds the task's sandbox (the run's section or the task's override), lets the task's
 environment (`envs/environment.py`: `swe` for repository tasks, `shell`, or a user's) prepare
 it, runs the task's harness against the session's URLs, lets the environment observe the final
-state before the sandbox closes, and has it score the episode afterwards. A score that runs out
-of time ends the episode as `test_timeout` (reward 0). The session's chains become the
+state before the sandbox closes, and has it score the episode afterwards (and a training
+group's episodes together, where the environment `scores_groups`). A score that runs out of
+time ends the episode as `test_timeout` (reward 0). The session's chains become the
 episode's trajectories, each carrying the reward and exit reason; what the episode did on the
 way (the gateway's engine calls, a white-box harness's tool calls, the scoring run, the
 environment's record of the final state) rides along for its trace (`tracking/traces.py`).
@@ -28,8 +29,10 @@ from uni_agent_core.config.reward import RewardConfig
 from uni_agent_core.envs.environment import (
     EnvironmentContext,
     EpisodeFacts,
+    GroupMember,
     Observation,
     Outcome,
+    TaskEnvironment,
     TaskEnvironments,
 )
 from uni_agent_core.envs.verifier import SandboxFactory
@@ -146,7 +149,9 @@ class RolloutDriver:
         `group_id` (default `<task>@<step>`: `step` is where the group sits in the run);
         `on_episode` gets each episode as it finishes (the curriculum's feed)."""
         group_id = group_id or f"{task.instance_id}@{step}"
-        return list(
+        environment = self.environments.for_task(task)
+        together = environment.scores_groups  # then episodes are fed on once all are rescored
+        results = list(
             await asyncio.gather(
                 *(
                     self.episode(
@@ -154,12 +159,18 @@ class RolloutDriver:
                         i,
                         seed=episode_seed(run_seed, step, task.instance_id, i),
                         group_id=group_id,
-                        on_episode=on_episode,
+                        on_episode=None if together else on_episode,
                     )
                     for i in range(size)
                 )
             )
         )
+        if together:
+            results = _rescored(environment, task, results)
+            if on_episode is not None:
+                for result in results:
+                    on_episode(result)
+        return results
 
     async def _episode(self, task: TaskSpec, sample_index: int, seed: int) -> RolloutResult:
         started_version, started_at = self._policy_version(), time.time()
@@ -231,6 +242,41 @@ class RolloutDriver:
             verification=outcome.verification,
             diff=observation.record[:RECORD_KEPT_CHARS],
         )
+
+
+def _rescored(
+    environment: TaskEnvironment, task: TaskSpec, results: list[RolloutResult]
+) -> list[RolloutResult]:
+    """A group's results with the rewards its environment's `score_group` decides (episodes
+    that failed keep theirs).
+
+    Raises:
+        TypeError: `score_group` returned another number of rewards than it was given members.
+    """
+    scored = [result for result in results if result.error is None]
+    members = [
+        GroupMember(
+            EpisodeFacts(task, result.exit_reason, result.tool_calls),
+            Observation(record=result.diff),
+            result.reward,
+        )
+        for result in scored
+    ]
+    rewards = environment.score_group(members) if members else []
+    if len(rewards) != len(members):
+        raise TypeError(
+            f"{type(environment).__name__}.score_group returned {len(rewards)} rewards for "
+            f"{len(members)} episodes"
+        )
+    decided = {id(result): float(reward) for result, reward in zip(scored, rewards, strict=True)}
+    rescored = []
+    for result in results:
+        if id(result) in decided:
+            result = result.model_copy(update={"reward": decided[id(result)]})
+            for trajectory in result.trajectories:
+                trajectory.reward = result.reward
+        rescored.append(result)
+    return rescored
 
 
 def _clipped(action: ToolCall) -> ToolCall:

@@ -8,8 +8,15 @@ statement is). The episode's final state is the file's content; the score compar
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
-from uni_agent_core.envs.environment import EpisodeFacts, Observation, Outcome, TaskEnvironment
+from uni_agent_core.envs.environment import (
+    EpisodeFacts,
+    GroupMember,
+    Observation,
+    Outcome,
+    TaskEnvironment,
+)
 from uni_agent_core.envs.workspace import TaskDataError
 from uni_agent_core.sandbox.base import Sandbox, SandboxError
 from uni_agent_core.types import TaskSpec, Verification
@@ -44,3 +51,16 @@ class AnswerFileEnvironment(TaskEnvironment):
             resolved=solved,
             verification=Verification(tests_run=1, passed=int(solved), failed=int(not solved)),
         )
+
+
+class MajorityAnswerEnvironment(AnswerFileEnvironment):
+    """The same tasks, rewarded by self-consistency: a training group's episodes are scored
+    together, each earning the share of its group that gave the same answer (no answer key
+    needed). Evaluation samples keep `AnswerFileEnvironment`'s own score."""
+
+    name = "majority_answer"
+    scores_groups = True
+
+    def score_group(self, members: Sequence[GroupMember]) -> list[float]:
+        answers = [member.observation.record.strip().lower() for member in members]
+        return [answers.count(answer) / len(answers) for answer in answers]

@@ -186,3 +186,51 @@ def test_the_example_recipe_names_a_task_source_and_environment() -> None:
     ]
     assert {task.env for task in tasks} == {ANSWER_ENV}
     assert tasks[0].env_data == {"answer": "paris"}
+
+
+def test_an_episode_of_the_example_recipe_runs_every_user_plugin_it_names() -> None:
+    from uni_agent_core.rollout.build import build_tasks
+
+    recipe = load_recipe(EXAMPLES / "recipe.yaml")  # tasks, env, harness, sandbox, loss: users'
+    france = build_tasks(recipe)[0]
+    result = _episode(recipe, france, "Paris")
+    assert result.error is None, result.error
+    assert (result.task_env, result.harness) == ("answer_file", "oneshotharness")
+    assert result.reward == 1.0 and result.resolved
+
+
+def test_a_group_is_scored_together_when_its_environment_says_so() -> None:
+    from uni_agent_core.envs.verifier import close_sandboxes
+    from uni_agent_core.gateway.embedded import serving_gateway
+    from uni_agent_core.inference.scripted import ScriptedEngine
+    from uni_agent_core.rollout.build import build_session_manager, build_tokenizer
+    from uni_agent_core.rollout.driver import RolloutDriver
+
+    recipe = _recipe(PLUGGED)
+    task = _task().model_copy(update={"env": "my_plugins.answer_env:MajorityAnswerEnvironment"})
+
+    async def group(replies: dict[int, str]) -> tuple[list[RolloutResult], list[float]]:
+        tokenizer = build_tokenizer(recipe)
+        engine = ScriptedEngine(tokenizer)
+        engine.replies = replies
+        manager = build_session_manager(recipe, engine, tokenizer)
+        fed: list[float] = []
+        async with serving_gateway(manager) as url:
+            driver = RolloutDriver.for_recipe(
+                recipe, manager=manager, gateway_url=url, max_concurrency=3
+            )
+            try:
+                results = await driver.group(
+                    task, 3, run_seed=0, step=0, on_episode=lambda r: fed.append(r.reward)
+                )
+            finally:
+                await close_sandboxes(driver.sandbox_factory)
+        return results, fed
+
+    results, fed = asyncio.run(group({0: "Paris", 1: "paris", 2: "Lyon"}))
+    assert sorted(r.reward for r in results) == pytest.approx([1 / 3, 2 / 3, 2 / 3])
+    assert sorted(fed) == sorted(r.reward for r in results)  # fed on after the group's score
+    for result in results:
+        assert all(t.reward == result.reward for t in result.trajectories)
+        own = 1.0 if result.diff.strip().lower() == "paris" else 0.0
+        assert result.resolved == (own == 1.0)  # its own score still says whether it solved it
