@@ -58,6 +58,10 @@ class _RewardBase(ConfigModel):
             return None
         return -self.unfinished_penalty if self.unfinished == "penalty" else 0.0
 
+    def not_graded(self, exit_reason: str) -> str:
+        """Why an episode that ended `exit_reason` was scored by `unfinished`, not graded."""
+        return f"not graded: the episode ended {exit_reason} (reward.unfinished: {self.unfinished})"
+
 
 class ResolvedRewardConfig(_RewardBase):
     """Binary reward: 1 when the task is resolved, else 0."""

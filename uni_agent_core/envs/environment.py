@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from uni_agent_core.config.overrides import section_for_task
 from uni_agent_core.config.reward import RewardConfig
 from uni_agent_core.envs.verifier import SandboxFactory
 from uni_agent_core.plugins import resolve
@@ -108,6 +109,13 @@ class TaskEnvironment(ABC):
 
     def __init__(self, context: EnvironmentContext) -> None:
         self.context = context
+
+    def reward_for(self, task: TaskSpec) -> RewardConfig:
+        """The reward section `task` is scored under: the run's, its own `reward` override
+        applied."""
+        return section_for_task(
+            "reward", RewardConfig, self.context.reward, task.reward, task_id=task.instance_id
+        )
 
     @abstractmethod
     async def prepare(self, sandbox: Sandbox, task: TaskSpec) -> None:

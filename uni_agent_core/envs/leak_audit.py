@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from uni_agent_core.types import ToolCall
+
 
 class LeakKind(StrEnum):
     ALL_REFS_LOG = "all_refs_log"
@@ -170,8 +172,9 @@ def audit_commands(commands: Iterable[str]) -> LeakReport:
 _COMMAND_KEYS = ("command", "cmd", "script", "bash")
 
 
-def commands_from_tool_calls(calls: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Shell commands inside tool calls (`{"name", "arguments"}`, arguments a dict or JSON).
+def commands_from_tool_calls(calls: Iterable[Mapping[str, Any] | ToolCall]) -> list[str]:
+    """Shell commands inside tool calls (a harness's `ToolCall`s, or `{"name", "arguments"}`
+    mappings; arguments a dict or JSON).
 
     Only command-like arguments (`command`, `cmd`, `script`, `bash`) are taken, so a file an
     editor tool writes that merely mentions `git log --all` is not flagged.
@@ -180,7 +183,7 @@ def commands_from_tool_calls(calls: Iterable[Mapping[str, Any]]) -> list[str]:
 
     commands: list[str] = []
     for call in calls:
-        arguments = call.get("arguments", {})
+        arguments = call.arguments if isinstance(call, ToolCall) else call.get("arguments", {})
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments)

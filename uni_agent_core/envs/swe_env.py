@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import time
 
-from uni_agent_core.config.overrides import section_for_task
-from uni_agent_core.config.reward import RewardConfig
 from uni_agent_core.envs.environment import EpisodeFacts, Observation, Outcome, TaskEnvironment
 from uni_agent_core.envs.verifier import Verdict, Verifier
 from uni_agent_core.envs.workspace import prepare_agent_workspace
@@ -35,16 +33,12 @@ class SweEnvironment(TaskEnvironment):
 
     async def score(self, episode: EpisodeFacts, observation: Observation) -> Outcome:
         task, started_at = episode.task, time.time()
-        reward = section_for_task(
-            "reward", RewardConfig, self.context.reward, task.reward, task_id=task.instance_id
-        )
-        verifier = Verifier(self.context.sandbox_factory, reward)
-        calls = [{"name": call.name, "arguments": call.arguments} for call in episode.tool_calls]
+        verifier = Verifier(self.context.sandbox_factory, self.reward_for(task))
         verdict = None
         if episode.exit_reason in UNFINISHED_EXITS:
-            verdict = verifier.score_unfinished(task, calls, episode.exit_reason.value)
+            verdict = verifier.score_unfinished(task, episode.tool_calls, episode.exit_reason.value)
         if verdict is None:
-            verdict = await verifier.score_episode(task, observation.record, calls)
+            verdict = await verifier.score_episode(task, observation.record, episode.tool_calls)
         return Outcome(
             reward=verdict.reward,
             resolved=verdict.resolved,

@@ -41,7 +41,7 @@ from uni_agent_core.envs.workspace import materialize_repo, sandbox_overrides
 from uni_agent_core.sandbox.base import ExecResult, Sandbox
 from uni_agent_core.sandbox.factory import build_sandbox, sandbox_for_task
 from uni_agent_core.sandbox.pool import SandboxPool
-from uni_agent_core.types import TaskSpec
+from uni_agent_core.types import TaskSpec, ToolCall
 
 _PATCH_TIMEOUT_S = 120.0
 _START_GRACE_S = 30.0
@@ -196,15 +196,15 @@ class Verifier:
         return await self._score(task, diff, "agent")
 
     async def score_episode(
-        self, task: TaskSpec, diff: str, tool_calls: Iterable[Mapping[str, Any]]
+        self, task: TaskSpec, diff: str, tool_calls: Iterable[Mapping[str, Any] | ToolCall]
     ) -> Verdict:
         """An agent episode's reward: the verifier's, under the recipe's leak-audit policy.
 
         Args:
             task: the task.
             diff: the agent's working-tree patch.
-            tool_calls: the episode's tool calls (`{"name", "arguments"}`, e.g. the ReAct
-                harness's `info["actions"]`); their shell commands are audited.
+            tool_calls: the episode's tool calls (a harness's `ToolCall`s, or `{"name",
+                "arguments"}` mappings); their shell commands are audited.
         """
         verdict = await self.verify(task, diff)
         leak = audit_commands(commands_from_tool_calls(tool_calls))
@@ -219,7 +219,10 @@ class Verifier:
         )
 
     def score_unfinished(
-        self, task: TaskSpec, tool_calls: Iterable[Mapping[str, Any]], exit_reason: str
+        self,
+        task: TaskSpec,
+        tool_calls: Iterable[Mapping[str, Any] | ToolCall],
+        exit_reason: str,
     ) -> Verdict | None:
         """The verdict of an episode that ended unfinished (`exit_reason`, one of
         `types.UNFINISHED_EXITS`) under `reward.unfinished`: None for `grade` (score the diff
@@ -236,8 +239,7 @@ class Verifier:
             reward=reward,
             resolved=False,
             patch_applied=True,
-            error=f"not graded: the episode ended {exit_reason} (reward.unfinished: "
-            f"{self.reward.unfinished})",
+            error=self.reward.not_graded(exit_reason),
             leak=leak,
             leak_flagged=flagged,
         )

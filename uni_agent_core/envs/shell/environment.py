@@ -24,7 +24,6 @@ from dataclasses import replace
 
 from pydantic import ValidationError
 
-from uni_agent_core.config.overrides import section_for_task
 from uni_agent_core.config.reward import (
     PartialCreditRewardConfig,
     ResolvedRewardConfig,
@@ -165,16 +164,11 @@ class ShellEnvironment(TaskEnvironment):
 
     name = "shell"
 
-    def _reward(self, task: TaskSpec) -> RewardConfig:
-        return section_for_task(
-            "reward", RewardConfig, self.context.reward, task.reward, task_id=task.instance_id
-        )
-
     async def prepare(self, sandbox: Sandbox, task: TaskSpec) -> None:
         await prepare_shell_workspace(sandbox, task)
 
     async def observe(self, sandbox: Sandbox, task: TaskSpec) -> Observation:
-        timeout_s = self._reward(task).test_timeout_s
+        timeout_s = self.reward_for(task).test_timeout_s
         status = await sandbox.exec(
             "git status --short --untracked-files=all", timeout=_GIT_TIMEOUT_S
         )
@@ -186,16 +180,12 @@ class ShellEnvironment(TaskEnvironment):
         task, report = episode.task, observation.data
         if not isinstance(report, CheckReport):
             raise TaskDataError(f"task {task.instance_id}: no check report to score")
-        reward = self._reward(task)
-        calls = [{"name": call.name, "arguments": call.arguments} for call in episode.tool_calls]
-        leak = audit_commands(commands_from_tool_calls(calls))
+        reward = self.reward_for(task)
+        leak = audit_commands(commands_from_tool_calls(episode.tool_calls))
         fixed = reward.unfinished_reward() if episode.exit_reason in UNFINISHED_EXITS else None
         if fixed is not None:
             _, flagged = apply_leak_policy(0.0, leak, reward.leak_audit)
-            error = (
-                f"not graded: the episode ended {episode.exit_reason.value} "
-                f"(reward.unfinished: {reward.unfinished})"
-            )
+            error = reward.not_graded(episode.exit_reason.value)
             verification = Verification(error=error, started_at=report.started_at)
             return Outcome(fixed, False, leak_flagged=flagged, verification=verification)
         earned = 0.0 if report.timed_out else check_reward(report, reward)
