@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.scripted_driver import scripted_driver
 from support.tasks import TEST_KEY
 
 from uni_agent_core.config import load_recipe
@@ -31,24 +32,12 @@ def generated(tmp_path_factory) -> GeneratedShellTask:
 
 def _episode(generated: GeneratedShellTask, replies: list[str]) -> tuple[RolloutResult, str]:
     """One episode; returns its result and the first prompt the engine was sent."""
-    from uni_agent_core.gateway.embedded import serving_gateway
-    from uni_agent_core.inference.scripted import ScriptedEngine
-    from uni_agent_core.rollout.build import build_session_manager, build_tokenizer
-    from uni_agent_core.rollout.driver import RolloutDriver
-
     recipe = load_recipe(ROOT / "recipes" / "ci-smoke.yaml", [f"sandbox.isolation={ISOLATION}"])
 
     async def run() -> tuple[RolloutResult, str]:
-        tokenizer = build_tokenizer(recipe)
-        engine = ScriptedEngine(tokenizer)
-        engine.replies = dict(enumerate(replies))
-        manager = build_session_manager(recipe, engine, tokenizer)
-        async with serving_gateway(manager) as url:
-            driver = RolloutDriver.for_recipe(
-                recipe, manager=manager, gateway_url=url, max_concurrency=1
-            )
+        async with scripted_driver(recipe, dict(enumerate(replies))) as (driver, engine):
             result = await driver.episode(generated.task, 0, seed=0)
-        return result, tokenizer.decode(engine.requests[0].prompt_ids)
+        return result, engine.tokenizer.decode(engine.requests[0].prompt_ids)
 
     return asyncio.run(run())
 

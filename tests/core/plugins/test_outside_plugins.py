@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.scripted_driver import scripted_driver
 
 from uni_agent_core.config import load_recipe
 from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec
@@ -44,25 +45,9 @@ def _task(answer: str = "paris") -> TaskSpec:
 
 
 def _episode(recipe, task: TaskSpec, reply: str) -> RolloutResult:
-    from uni_agent_core.envs.verifier import close_sandboxes
-    from uni_agent_core.gateway.embedded import serving_gateway
-    from uni_agent_core.inference.scripted import ScriptedEngine
-    from uni_agent_core.rollout.build import build_session_manager, build_tokenizer
-    from uni_agent_core.rollout.driver import RolloutDriver
-
     async def run() -> RolloutResult:
-        tokenizer = build_tokenizer(recipe)
-        engine = ScriptedEngine(tokenizer)
-        engine.replies = {0: reply}
-        manager = build_session_manager(recipe, engine, tokenizer)
-        async with serving_gateway(manager) as url:
-            driver = RolloutDriver.for_recipe(
-                recipe, manager=manager, gateway_url=url, max_concurrency=1
-            )
-            try:
-                return await driver.episode(task, 0, seed=0)
-            finally:
-                await close_sandboxes(driver.sandbox_factory)
+        async with scripted_driver(recipe, {0: reply}) as (driver, _):
+            return await driver.episode(task, 0, seed=0)
 
     return asyncio.run(run())
 
@@ -200,31 +185,15 @@ def test_an_episode_of_the_example_recipe_runs_every_user_plugin_it_names() -> N
 
 
 def test_a_group_is_scored_together_when_its_environment_says_so() -> None:
-    from uni_agent_core.envs.verifier import close_sandboxes
-    from uni_agent_core.gateway.embedded import serving_gateway
-    from uni_agent_core.inference.scripted import ScriptedEngine
-    from uni_agent_core.rollout.build import build_session_manager, build_tokenizer
-    from uni_agent_core.rollout.driver import RolloutDriver
-
     recipe = _recipe(PLUGGED)
     task = _task().model_copy(update={"env": "my_plugins.answer_env:MajorityAnswerEnvironment"})
 
     async def group(replies: dict[int, str]) -> tuple[list[RolloutResult], list[float]]:
-        tokenizer = build_tokenizer(recipe)
-        engine = ScriptedEngine(tokenizer)
-        engine.replies = replies
-        manager = build_session_manager(recipe, engine, tokenizer)
         fed: list[float] = []
-        async with serving_gateway(manager) as url:
-            driver = RolloutDriver.for_recipe(
-                recipe, manager=manager, gateway_url=url, max_concurrency=3
+        async with scripted_driver(recipe, replies, max_concurrency=3) as (driver, _):
+            results = await driver.group(
+                task, 3, run_seed=0, step=0, on_episode=lambda r: fed.append(r.reward)
             )
-            try:
-                results = await driver.group(
-                    task, 3, run_seed=0, step=0, on_episode=lambda r: fed.append(r.reward)
-                )
-            finally:
-                await close_sandboxes(driver.sandbox_factory)
         return results, fed
 
     results, fed = asyncio.run(group({0: "Paris", 1: "paris", 2: "Lyon"}))

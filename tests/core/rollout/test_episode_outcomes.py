@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.scripted_driver import scripted_driver
 from support.tasks import micro_swe_tasks
 
 from uni_agent_core.config import load_recipe
@@ -25,24 +26,12 @@ def task(tmp_path_factory) -> TaskSpec:
 
 
 def _episode(task: TaskSpec, replies: list[str], overrides: list[str]) -> RolloutResult:
-    from uni_agent_core.gateway.embedded import serving_gateway
-    from uni_agent_core.inference.scripted import ScriptedEngine
-    from uni_agent_core.rollout.build import build_session_manager, build_tokenizer
-    from uni_agent_core.rollout.driver import RolloutDriver
-
     recipe = load_recipe(
         ROOT / "recipes" / "ci-smoke.yaml", [f"sandbox.isolation={ISOLATION}", *overrides]
     )
 
     async def run() -> RolloutResult:
-        tokenizer = build_tokenizer(recipe)
-        engine = ScriptedEngine(tokenizer)
-        engine.replies = dict(enumerate(replies))
-        manager = build_session_manager(recipe, engine, tokenizer)
-        async with serving_gateway(manager) as url:
-            driver = RolloutDriver.for_recipe(
-                recipe, manager=manager, gateway_url=url, max_concurrency=1
-            )
+        async with scripted_driver(recipe, dict(enumerate(replies))) as (driver, _):
             return await driver.episode(task, 0, seed=0)
 
     return asyncio.run(run())
