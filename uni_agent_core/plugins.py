@@ -102,10 +102,6 @@ def registered(kind: PluginKind) -> list[str]:
     return sorted(_registry[kind])
 
 
-def is_registered(kind: PluginKind, name: str) -> bool:
-    return name in _registry[kind]
-
-
 def resolve(kind: PluginKind, name: str) -> Any:
     """The object `name` stands for: a registered name's, or the import path's.
 

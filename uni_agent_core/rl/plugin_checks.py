@@ -22,7 +22,7 @@ from uni_agent_core.config.sandbox import PluginSandboxConfig
 from uni_agent_core.config.tasks import MixTasksConfig, PluginTasksConfig, SourceTasksConfig
 from uni_agent_core.envs.environment import environment_class
 from uni_agent_core.harness.base import Harness
-from uni_agent_core.plugins import PluginError, is_import_path, resolve
+from uni_agent_core.plugins import KINDS, PluginError, PluginKind, is_import_path, resolve
 
 BUILTINS: dict[str, Any] = {
     "policy_loss": BuiltinPolicyLoss,
@@ -39,10 +39,11 @@ def plugin_problems(recipe: Recipe) -> list[tuple[str, str]]:
     if isinstance(sandbox, PluginSandboxConfig):
         checks.append(("sandbox.path", partial(_check_callable, "sandbox", sandbox.path, 1)))
     algorithm = recipe.trainer.algorithm
-    for key, kind, name in (
+    algorithm_plugins: list[tuple[str, PluginKind, str]] = [
         ("trainer.algorithm.policy_loss", "policy_loss", algorithm.policy_loss),
         ("trainer.algorithm.adv_estimator", "adv_estimator", algorithm.adv_estimator),
-    ):
+    ]
+    for key, kind, name in algorithm_plugins:
         if is_import_path(name):
             checks.append((key, partial(_check_callable, kind, name, 1)))
         elif name not in get_args(BUILTINS[kind]):
@@ -95,12 +96,14 @@ def _check_harness(config: PluginHarnessConfig) -> None:
         )
 
 
-def _check_callable(kind: Any, name: str, arguments: int) -> Any:
+def _check_callable(kind: PluginKind, name: str, arguments: int) -> Any:
     """The object `name` resolves to, checked to be callable with `arguments` positional
     arguments."""
     found = resolve(kind, name)
     if not callable(found):
-        raise TypeError(f"{name} is a {type(found).__name__}, not a callable")
+        raise TypeError(
+            f"{name} is a {type(found).__name__}, not a callable: a {kind} is {KINDS[kind]}"
+        )
     try:
         inspect.signature(found).bind(*([None] * arguments))
     except TypeError as error:
