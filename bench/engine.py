@@ -27,9 +27,11 @@ import time
 
 import torch
 
+from uni_agent_core.host_cpu import describe_cpu
 from uni_agent_core.inference import GenerateRequest, HFEngine
 from uni_agent_core.inference.compute_thread import compute_executor
 from uni_agent_core.models import load_policy
+from uni_agent_core.models.precision_choice import choose_dtype
 
 CONCURRENT = 16
 TURNS = 20
@@ -236,7 +238,10 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     args = parser.parse_args()
     rows = []
+    print(f"CPU: {describe_cpu()}; torch {torch.__version__}", flush=True)
     for name in args.models:
+        # what `policy.dtype: auto` runs this policy in here, and why (models/precision_choice.py)
+        print(choose_dtype(name, echo=print).summary(), flush=True)
         print(f"benchmarking {name} ({args.repeats} repeats) ...", flush=True)
         started = time.perf_counter()
         rows.extend(bench_model(name, args.repeats, args.new_tokens))

@@ -226,9 +226,14 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    from uni_agent_core.host_cpu import describe_cpu
     from uni_agent_core.models import load_policy
+    from uni_agent_core.models.precision_choice import choose_dtype
 
     recipe = load([f"trainer.group_size={args.group_size}", f"trainer.batch_size={args.tasks}"])
+    print(f"CPU: {describe_cpu()}")
+    # what `policy.dtype: auto` trains this policy in here, and why (models/precision_choice.py)
+    print(choose_dtype(recipe.policy.name, echo=print).summary(), flush=True)
     results = episodes(args, recipe)
     model, tokenizer = load_policy(recipe.policy.name, dtype="float32")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

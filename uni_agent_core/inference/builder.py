@@ -43,13 +43,16 @@ def build_engines(policy: PolicyConfig, engine: EngineConfig, replicas: int = 1)
     if isinstance(engine, HFEngineConfig):
         from uni_agent_core.inference.hf_engine import HFEngine
         from uni_agent_core.models import load_policy
+        from uni_agent_core.models.precision_choice import resolve_dtype
 
+        device = resolve_device(engine.device)
+        dtype = resolve_dtype(policy.dtype, policy.name, device)
         engines: list[Engine] = []
         for _ in range(replicas):
             model, tokenizer = load_policy(
                 policy.name,
-                dtype=policy.dtype,
-                device=resolve_device(engine.device),
+                dtype=dtype,
+                device=device,
                 chat_template=policy.chat_template,
             )
             engines.append(

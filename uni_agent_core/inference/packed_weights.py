@@ -13,15 +13,28 @@ the parameter is replaced, changed in place (`load_state_dict` copies into it, w
 version) or given new storage, so `update_weights` needs no hook. It costs the linear weights'
 memory once more. float32 keeps PyTorch's own kernel (MKL), the exact reference, whose results
 packing would change in the last bits.
+
+oneDNN packs bf16 only on CPUs with AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT; an AVX2-only CPU
+(most laptops, AMD before Zen 4) raises. `packing_supported()` tries once per process and, where
+packing cannot run (or `AGENT_RL_CPU_KERNELS=0` keeps every native fast path off), logs the
+reason once; `pack_linear_weights` then packs nothing and every layer keeps PyTorch's plain bf16
+kernel: the same values.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 import types
 from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
+
+from uni_agent_core.host_cpu import NATIVE_PATHS_VARIABLE, first_line
+
+LOG = logging.getLogger(__name__)
 
 DECODE_ROWS = 16
 """The batch size oneDNN is told to pack for (a decode batch; other sizes run as well)."""
@@ -33,7 +46,7 @@ FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 
 def pack_linear_weights(model: torch.nn.Module) -> int:
     """Pack the weights of `model`'s bf16 linear layers on a CPU; returns how many (0 when
-    this PyTorch build has no oneDNN or the model is not a bf16 CPU model).
+    packing cannot run here, `packing_supported()`, or the model is not a bf16 CPU model).
 
     Sibling projections of one input (`FUSED`) are packed as one matrix and computed by one
     call: the first sibling's forward computes all of them and hands the others their columns
@@ -41,7 +54,7 @@ def pack_linear_weights(model: torch.nn.Module) -> int:
     call instead of three (q, k, v) and one 3,072-wide instead of two (gate, up) took 170 us a
     SmolLM2 layer against 234 us, with the same values bit for bit.
     """
-    if not torch.backends.mkldnn.is_available():
+    if not any(_packable(p) for p in model.parameters()) or not packing_supported():
         return 0
     # The packed state and forward are set on each layer instance, on purpose: torch types
     # `Module.__setattr__` for tensors and submodules only, and mypy forbids assigning a method.
@@ -67,6 +80,32 @@ def pack_linear_weights(model: torch.nn.Module) -> int:
             module.forward = types.MethodType(_packed_linear_forward, module)  # type: ignore[method-assign]
             packed += 1
     return packed
+
+
+@functools.cache
+def packing_supported() -> bool:
+    """True when oneDNN can pack bf16 linear weights on this CPU (tried once per process); else
+    the reason is logged once and layers keep the plain bf16 kernel."""
+    reason = _packing_unavailable()
+    if reason is not None:
+        LOG.info("bf16 weight packing off, plain bf16 linear layers run: %s", reason)
+    return reason is None
+
+
+def _packing_unavailable() -> str | None:
+    """Why packing cannot run here, or None when it can."""
+    if os.environ.get(NATIVE_PATHS_VARIABLE, "1") == "0":
+        return f"{NATIVE_PATHS_VARIABLE}=0"
+    if not torch.backends.mkldnn.is_available():
+        return "this PyTorch build has no oneDNN"
+    try:
+        with torch.no_grad():
+            torch.ops.mkldnn._reorder_linear_weight(
+                torch.zeros(DECODE_ROWS, DECODE_ROWS, dtype=torch.bfloat16), DECODE_ROWS
+            )
+    except RuntimeError as exc:  # an AVX2-only CPU: "bf16 path needs the cpu support ..."
+        return first_line(exc)
+    return None
 
 
 def _fusable(layer: Any, first: Any) -> bool:

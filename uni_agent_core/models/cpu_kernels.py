@@ -29,10 +29,10 @@ import os
 import platform
 import sys
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from uni_agent_core.errors import AgentRLError
+from uni_agent_core.host_cpu import NATIVE_PATHS_VARIABLE, cpu_identity, first_line
 from uni_agent_core.models.registry import cache_root
 
 LOG = logging.getLogger(__name__)
@@ -40,8 +40,8 @@ LOG = logging.getLogger(__name__)
 SOURCE = "attention_scores.cpp"
 EXTENSION = "agent_rl_cpu"
 """The extension's library name and its operator namespace (`torch.ops.agent_rl_cpu`)."""
-DISABLE_VARIABLE = "AGENT_RL_CPU_KERNELS"
-"""Set to 0 to keep every caller on its Python path."""
+DISABLE_VARIABLE = NATIVE_PATHS_VARIABLE
+"""Set to 0 to keep every caller on its Python path (and every other native fast path off)."""
 
 
 class KernelUnavailable(AgentRLError):
@@ -102,30 +102,14 @@ def _build(torch: Any) -> None:
             verbose=False,
         )
     except (RuntimeError, OSError, ImportError) as exc:
-        raise KernelUnavailable(f"building {SOURCE} failed: {_first_line(exc)}") from exc
+        raise KernelUnavailable(f"building {SOURCE} failed: {first_line(exc)}") from exc
 
 
 def _build_key(torch_version: str, source: bytes) -> str:
     digest = hashlib.sha256(source)
     digest.update(torch_version.encode())
-    digest.update(_cpu_identity().encode())
+    digest.update(cpu_identity().encode())
     return f"{EXTENSION}-{digest.hexdigest()[:16]}"
-
-
-def _cpu_identity() -> str:
-    """The model name and feature flags of this CPU (what `-march=native` compiles for)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor()
-    wanted = ("model name", "flags")
-    lines = [line for line in text.splitlines() if line.split(":")[0].strip() in wanted]
-    return "\n".join(sorted(set(lines)))
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def main() -> int:

@@ -11,10 +11,12 @@
 6. evaluate the kept checkpoints (`eval.every_n_checkpoints`, the newest always);
 7. log the evaluations and reports to the training run in MLflow.
 
-Steps 1-2 are `prepare_training`, which the flow also runs before verl's own sequence of served
-stages (`flows/train.py`). Each stage announces itself on `echo` (`stage 3/7: ...`) and says
-how long it took. When training ends early (`stop_after_steps`), the pipeline ends with it: the
-checkpoints are evaluated and logged by the run that finishes training.
+Before them, `policy.dtype: auto` becomes the dtype measured fastest on this host
+(`pipeline/precision.py`). Steps 1-2 are `prepare_training`, which the flow also runs before
+verl's own sequence of served stages (`flows/train.py`). Each stage announces itself on `echo`
+(`stage 3/7: ...`) and says how long it took. When training ends early (`stop_after_steps`),
+the pipeline ends with it: the checkpoints are evaluated and logged by the run that finishes
+training.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.eval.evaluate import checkpoints_to_evaluate
+from uni_agent_core.pipeline.precision import with_chosen_precision
 from uni_agent_core.pipeline.results import Evaluated, PipelineResult
 from uni_agent_core.pipeline.stages import Stages
 from uni_agent_core.rl.warm_start import WarmStartResult, rl_tasks, warm_started
@@ -96,6 +99,7 @@ def prepare_training(
     Raises:
         WarmStartError: `warm_start.rl_tasks: rest` leaves RL no valid task.
     """
+    recipe = with_chosen_precision(recipe, run_dir, progress.echo if progress else print)
     progress = progress or StageProgress(list(Stage), echo=lambda line: None)
     with progress.stage(Stage.VALIDATE):
         tasks = stages.validate_data(recipe, run_dir)

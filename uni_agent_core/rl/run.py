@@ -56,6 +56,7 @@ from uni_agent_core.rundir.layout import (
     CURVES,
     HISTORY_SNAPSHOT,
     METRICS,
+    PRECISION,
     RESOLVED_RECIPE,
     TRAJECTORIES,
     checkpoint_dir,
@@ -131,6 +132,7 @@ class TrainingRun:
     def _build(self) -> tuple[dict[str, TaskSpec], EmbeddedTrainer]:
         from uni_agent_core.inference.builder import resolve_device
         from uni_agent_core.models import load_policy
+        from uni_agent_core.models.precision_choice import resolve_dtype
 
         recipe, trainer_config = self.recipe, self.recipe.trainer
         random.seed(self.seed)
@@ -143,10 +145,11 @@ class TrainingRun:
         backend = trainer_config.backend
         assert isinstance(backend, EmbeddedBackendConfig)  # checked in __init__
         # The trainer's master weights are float32 whatever the compute dtype (precision.py).
+        device = resolve_device(backend.device)
         model, tokenizer = load_policy(
             recipe.policy.name,
             dtype="float32",
-            device=resolve_device(backend.device),
+            device=device,
             chat_template=recipe.policy.chat_template,
         )
         self.tokenizer = tokenizer
@@ -160,7 +163,7 @@ class TrainingRun:
             temperature=recipe.gateway.sampling.temperature or 1.0,
             gradient_checkpointing=backend.gradient_checkpointing,
             shared_prefix=backend.shared_prefix,
-            compute_dtype=recipe.policy.dtype,
+            compute_dtype=resolve_dtype(recipe.policy.dtype, recipe.policy.name, device),
         )
         return tasks, trainer
 
@@ -339,6 +342,10 @@ class TrainingRun:
             }
         )
         self.tracker.log_artifact(self.run_dir / RESOLVED_RECIPE)
+        precision = self.run_dir / PRECISION
+        if precision.is_file():  # the dtype `auto` chose here, its rates and reason
+            self.tracker.log_params({"precision": json.loads(precision.read_text())})
+            self.tracker.log_artifact(precision)
         from uni_agent_core.tracking.reproducibility import reproducibility_record
 
         record = reproducibility_record(

@@ -49,6 +49,9 @@ from uni_agent_core.rl.trainer import micro_batches
 from uni_agent_core.tools.editor import occurrences
 from uni_agent_core.types import TaskSpec, Trajectory
 
+PROGRESS_EVERY_S = 30.0
+"""The longest a fit goes without a progress line."""
+
 
 def tool_call(name: str, arguments: dict[str, Any]) -> str:
     """One hermes-style tool call, as the gateway parses it from sampled text."""
@@ -228,6 +231,7 @@ def supervised_warm_start(
     losses: list[float] = []
     steps: list[float] = []
     started = time.perf_counter()
+    progress = FitProgress(len(rows) * epochs, echo)
     for epoch in range(epochs):
         rng.shuffle(order)
         batch = trajectories_to_batch([rows[i] for i in order], pad_token_id=pad_token_id)
@@ -244,6 +248,7 @@ def supervised_warm_start(
             precision.refresh()
             total += steps[-1] * len(group)
             count += len(group)
+            progress.advance(len(group), sum(lengths[i] for i in group), f"epoch {epoch + 1}")
         losses.append(total / count)
         echo(
             f"warm start epoch {epoch + 1}/{epochs}: nll {losses[-1]:.4f} per sampled token "
@@ -251,6 +256,32 @@ def supervised_warm_start(
         )
     optimizer.zero_grad(set_to_none=True)
     return WarmStartReport(len(rows), epochs, losses, time.perf_counter() - started, steps)
+
+
+class FitProgress:
+    """A progress line at most every `every_s` seconds of a fit: trajectories done of all
+    epochs', tokens per second and the ETA (`warm start: epoch 1, 24/96 trajectories, ...`)."""
+
+    def __init__(
+        self, total: int, echo: Callable[[str], None], every_s: float = PROGRESS_EVERY_S
+    ) -> None:
+        self.total, self.echo, self.every_s = total, echo, every_s
+        self.done = self.tokens = 0
+        self.started = self.printed = time.perf_counter()
+
+    def advance(self, rows: int, tokens: int, where: str) -> None:
+        self.done += rows
+        self.tokens += tokens
+        now = time.perf_counter()
+        if now - self.printed < self.every_s or self.done >= self.total:
+            return
+        self.printed = now
+        elapsed = now - self.started
+        eta = elapsed / self.done * (self.total - self.done)
+        self.echo(
+            f"warm start: {where}, {self.done}/{self.total} trajectories, "
+            f"{self.tokens / elapsed:.0f} tokens/s, ETA {eta:.0f} s"
+        )
 
 
 def _nll_backward(model: Any, batch: TrajectoryBatch, rows: list[int], device: Any) -> float:

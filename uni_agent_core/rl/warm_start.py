@@ -186,6 +186,7 @@ def run_warm_start(
     from uni_agent_core.host_memory import release_host_memory
     from uni_agent_core.inference.builder import resolve_device
     from uni_agent_core.models import load_policy
+    from uni_agent_core.models.precision_choice import resolve_dtype
     from uni_agent_core.rl.sft import gold_trajectories, save_policy, supervised_warm_start
     from uni_agent_core.tracking.plots import plot_curves
 
@@ -209,10 +210,11 @@ def run_warm_start(
         )
     # float32 master weights; policy.dtype is the compute dtype (rl/precision.py). The fit runs
     # where the RL trainer will (a GPU run once fitted on the host's cores: 217 s, not seconds).
+    device = resolve_device(recipe.trainer.backend.device)
     model, tokenizer = load_policy(
         recipe.policy.name,
         dtype="float32",
-        device=resolve_device(recipe.trainer.backend.device),
+        device=device,
         chat_template=recipe.policy.chat_template,
     )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -224,7 +226,7 @@ def run_warm_start(
         micro_batch_tokens=config.micro_batch_tokens,
         pad_token_id=pad,
         seed=recipe.seed,
-        compute_dtype=recipe.policy.dtype,
+        compute_dtype=resolve_dtype(recipe.policy.dtype, recipe.policy.name, device),
         echo=echo,
     )
     save_policy(model, tokenizer, directory / "policy")

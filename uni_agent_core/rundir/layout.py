@@ -5,6 +5,7 @@ A run directory (`runs/<recipe name>` unless a command names another) holds:
 | path | written by |
 |---|---|
 | `resolved_recipe.yaml` | the run, at start: the recipe after overrides and defaults |
+| `precision.json` | the pipeline, at start: what `policy.dtype: auto` chose, measured, and why |
 | `metrics.jsonl` | the step loop, one JSON line per step (rewound at a run's start: `rewind.py`) |
 | `curves.png` | the run, at the end (reward, pass rate, loss, ...) |
 | `trajectories/` | the step loop, sampled episodes per step |
@@ -28,6 +29,7 @@ import yaml
 from uni_agent_core.config.recipe import RUNS_DIR, Recipe
 
 RESOLVED_RECIPE = "resolved_recipe.yaml"
+PRECISION = "precision.json"
 METRICS = "metrics.jsonl"
 CURVES = "curves.png"
 TRAJECTORIES = "trajectories"

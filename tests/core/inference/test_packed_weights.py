@@ -1,4 +1,6 @@
-"""oneDNN-packed bf16 weights: the same results as plain bf16, following every weight change."""
+"""oneDNN-packed bf16 weights: the same results as plain bf16, following every weight change;
+where packing cannot run (an AVX2-only CPU, or forced off), nothing is packed and the plain
+kernel computes."""
 
 from __future__ import annotations
 
@@ -8,13 +10,74 @@ import copy
 import pytest
 import torch
 
-from uni_agent_core.inference import GenerateRequest, HFEngine
+from uni_agent_core.host_cpu import NATIVE_PATHS_VARIABLE
+from uni_agent_core.inference import GenerateRequest, HFEngine, packed_weights
 from uni_agent_core.inference.packed_weights import pack_linear_weights
 from uni_agent_core.inference.packed_weights import packed_module as packed
 
-pytestmark = pytest.mark.skipif(
-    not torch.backends.mkldnn.is_available(), reason="this PyTorch build has no oneDNN"
+needs_packing = pytest.mark.skipif(
+    not packed_weights.packing_supported(),
+    reason=f"oneDNN cannot pack bf16 here: {packed_weights._packing_unavailable()}",
 )
+
+
+@pytest.fixture
+def packing_off(monkeypatch):
+    """The path of a CPU where oneDNN cannot pack bf16 (an AVX2-only one), on any host."""
+    monkeypatch.setenv(NATIVE_PATHS_VARIABLE, "0")
+    packed_weights.packing_supported.cache_clear()
+    yield
+    monkeypatch.delenv(NATIVE_PATHS_VARIABLE)
+    packed_weights.packing_supported.cache_clear()
+
+
+def test_where_packing_cannot_run_nothing_is_packed_and_the_reason_is_logged(
+    packing_off, caplog
+) -> None:
+    layer = _linear()
+    plain = copy.deepcopy(layer)
+    with caplog.at_level("INFO", logger=packed_weights.__name__):
+        assert pack_linear_weights(layer) == 0
+        assert pack_linear_weights(_Attention().to(torch.bfloat16)) == 0
+    assert not packed(layer)
+    reasons = [r.getMessage() for r in caplog.records if "packing off" in r.getMessage()]
+    off = f"bf16 weight packing off, plain bf16 linear layers run: {NATIVE_PATHS_VARIABLE}=0"
+    assert reasons == [off]
+    x = torch.randn(16, 64).to(torch.bfloat16)
+    with torch.inference_mode():
+        assert torch.equal(layer(x), plain(x))
+
+
+def test_an_engine_on_a_cpu_that_cannot_pack_samples_with_plain_bf16(
+    packing_off, tiny_policy
+) -> None:
+    model, tokenizer = tiny_policy
+    bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    request = GenerateRequest(prompt_ids=[1, 2, 3, 4, 5], max_new_tokens=6, temperature=1, seed=4)
+
+    async def generate():
+        engine = HFEngine(bf16, tokenizer)
+        try:
+            return await engine.generate(request)
+        finally:
+            await engine.close()
+
+    out = asyncio.run(generate())
+    assert not any(packed(m) for m in bf16.modules())
+    assert len(out.token_ids) == 6 and all(lp <= 0 for lp in out.logprobs)
+
+
+def test_a_cpu_whose_onednn_refuses_bf16_declines_with_its_message(monkeypatch) -> None:
+    def refuse(weight, rows):
+        raise RuntimeError(
+            "mkldnn_reorder_linear_weight: bf16 path needs the cpu support avx_ne_convert or "
+            "avx512bw, avx512vl and avx512dq\nException raised from ..."
+        )
+
+    monkeypatch.delenv(NATIVE_PATHS_VARIABLE, raising=False)
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", refuse)
+    reason = packed_weights._packing_unavailable()
+    assert reason is not None and reason.endswith("avx512bw, avx512vl and avx512dq")
 
 
 def _linear(seed: int = 0) -> torch.nn.Linear:
@@ -22,6 +85,7 @@ def _linear(seed: int = 0) -> torch.nn.Linear:
     return torch.nn.Linear(64, 96, bias=False).to(torch.bfloat16)
 
 
+@needs_packing
 def test_a_packed_layer_computes_exactly_what_the_plain_one_does() -> None:
     layer = _linear()
     plain = copy.deepcopy(layer)
@@ -32,6 +96,7 @@ def test_a_packed_layer_computes_exactly_what_the_plain_one_does() -> None:
             assert torch.equal(layer(x), plain(x))
 
 
+@needs_packing
 def test_the_packed_copy_follows_the_weights_in_place_and_replaced() -> None:
     layer, other = _linear(0), _linear(1)
     pack_linear_weights(layer)
@@ -45,6 +110,7 @@ def test_the_packed_copy_follows_the_weights_in_place_and_replaced() -> None:
         assert layer(x.float()).dtype == torch.float32
 
 
+@needs_packing
 def test_a_gradient_takes_the_plain_path() -> None:
     layer = _linear()
     pack_linear_weights(layer)
@@ -59,6 +125,7 @@ def test_float32_and_other_devices_are_not_packed() -> None:
     assert not any(packed(m) for m in model)
 
 
+@needs_packing
 def test_a_bf16_engine_samples_the_same_tokens_and_logprobs_packed(tiny_policy) -> None:
     model, tokenizer = tiny_policy
     bf16 = copy.deepcopy(model).to(torch.bfloat16)
@@ -92,6 +159,7 @@ class _Attention(torch.nn.Module):
         return torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
 
 
+@needs_packing
 def test_sibling_projections_run_as_one_call_with_the_same_values() -> None:
     torch.manual_seed(0)
     fused = _Attention().to(torch.bfloat16)
@@ -107,6 +175,7 @@ def test_sibling_projections_run_as_one_call_with_the_same_values() -> None:
         assert torch.equal(fused(x), plain(x))  # the stacked matrix was packed again
 
 
+@needs_packing
 def test_a_deep_copy_computes_with_its_own_weights() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(_Attention(), torch.nn.Linear(160, 8, bias=False))
@@ -124,6 +193,7 @@ def test_a_deep_copy_computes_with_its_own_weights() -> None:
         assert not torch.equal(copied(x), model(x))  # not the original's packed weights
 
 
+@needs_packing
 def test_a_sibling_product_does_not_hold_the_stacked_one() -> None:
     # a value projection lives on in the KV cache: it must not keep q and k alive with it
     attention = _Attention().to(torch.bfloat16)

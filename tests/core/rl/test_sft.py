@@ -228,3 +228,17 @@ def test_warm_start_lowers_the_loss_of_the_sampled_tokens_only() -> None:
     assert report.loss_by_epoch[-1] < report.loss_by_epoch[0]
     with pytest.raises(ValueError, match="trainable"):
         supervised_warm_start(model, [trajectory.model_copy(update={"loss_mask": [0] * 6})])
+
+
+def test_a_long_fit_prints_progress_with_rate_and_eta(monkeypatch) -> None:
+    from uni_agent_core.rl import sft
+
+    clock = iter([0.0, 10.0, 31.0, 40.0, 70.0])
+    monkeypatch.setattr(sft.time, "perf_counter", lambda: next(clock))
+    lines: list[str] = []
+    progress = sft.FitProgress(8, lines.append)  # started at 0 s
+    progress.advance(2, 200, "epoch 1")  # 10 s: under 30 s since the last line
+    progress.advance(2, 200, "epoch 1")  # 31 s: a line
+    progress.advance(2, 200, "epoch 2")  # 40 s: 9 s after it
+    progress.advance(2, 200, "epoch 2")  # 70 s: done, the epoch line says so
+    assert lines == ["warm start: epoch 1, 4/8 trajectories, 13 tokens/s, ETA 31 s"]
