@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,20 @@ class StepRecorder:
         self.trajectories_per_step = trajectories_per_step
         self.tokenizer = tokenizer
         self.tracer = tracer
+        self._clock: tuple[int, float] | None = None
+        """The first step this recorder saw and when it started: the ETA's rate."""
+
+    def _eta(self, step: int, metrics: dict[str, float]) -> str:
+        """` ETA S s` for the steps left, at this process's mean step time so far (the first
+        step's own `perf/step_s` starts the clock)."""
+        now = time.monotonic()
+        if self._clock is None:
+            self._clock = (step - 1, now - metrics.get("perf/step_s", 0.0))
+        first, started = self._clock
+        done, left = step - first, self.total_steps - step
+        if done <= 0 or left <= 0:
+            return ""
+        return f" ETA {(now - started) / done * left:.0f} s"
 
     def record(
         self,
@@ -127,7 +142,8 @@ class StepRecorder:
         # A step replayed after a resume is in MLflow already: it is not traced twice.
         fresh = self.tracker is not None and self.tracker.log_step(step, metrics)
         self.summary.steps += 1
-        self.echo(progress_line(step, self.total_steps, version, metrics))
+        line = progress_line(step, self.total_steps, version, metrics)
+        self.echo(line + self._eta(step, metrics))
         traces = self.tracer.trace_step(step, results) if fresh and self.tracer else {}
         written = write_samples(
             list(results),

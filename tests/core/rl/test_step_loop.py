@@ -321,3 +321,14 @@ def test_each_step_reports_its_share_of_the_runs_sandbox_starts(tmp_path, monkey
         assert row["sandbox/start_attempts"] == 10 and row["sandbox/retries"] == 2
         assert row["sandbox/start_failures"] == 2 and row["sandbox/exhausted"] == 0
         assert row["sandbox/starting_peak"] == 3
+
+
+def test_a_step_line_ends_with_the_eta_of_the_steps_left(tmp_path, monkeypatch) -> None:
+    from uni_agent_core.rl import step_records
+
+    clock = iter([100.0, 130.0])
+    monkeypatch.setattr(step_records.time, "monotonic", lambda: next(clock))
+    recorder = StepRecorder(tmp_path, RunSummary(tmp_path, 0, 0), total_steps=4, echo=print)
+    # step 1 took 20 s and ended at 100 s; step 2 ended at 130 s: 25 s a step, 2 steps left
+    assert recorder._eta(1, {"perf/step_s": 20.0}) == " ETA 60 s"
+    assert recorder._eta(2, {"perf/step_s": 30.0}) == " ETA 50 s"
