@@ -28,6 +28,7 @@ tasks) have no gold action here and are skipped.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -241,14 +242,14 @@ def supervised_warm_start(
         for group in micro_batches([n - shared for n in lengths], micro_batch_tokens):
             optimizer.zero_grad(set_to_none=True)
             precision.zero_grad()
-            steps.append(_nll_backward(precision.model, batch, group, device))
+            on_rows = functools.partial(progress.advance, where=f"epoch {epoch + 1}")
+            steps.append(_nll_backward(precision.model, batch, group, device, on_rows))
             precision.grads_to_master()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             precision.refresh()
             total += steps[-1] * len(group)
             count += len(group)
-            progress.advance(len(group), sum(lengths[i] for i in group), f"epoch {epoch + 1}")
         losses.append(total / count)
         echo(
             f"warm start epoch {epoch + 1}/{epochs}: nll {losses[-1]:.4f} per sampled token "
@@ -284,11 +285,18 @@ class FitProgress:
         )
 
 
-def _nll_backward(model: Any, batch: TrajectoryBatch, rows: list[int], device: Any) -> float:
+def _nll_backward(
+    model: Any,
+    batch: TrajectoryBatch,
+    rows: list[int],
+    device: Any,
+    on_rows: Callable[[int, int], None] = lambda rows, tokens: None,
+) -> float:
     """Gradients of the mean NLL of the sampled tokens of `rows` (accumulated into `model`);
     returns that NLL. Their shared prefix runs once; on a CPU each row then runs alone (no
     padding; batching rows was slower there), its loss scaled by the micro-batch's token count,
-    so the gradients are those of the whole micro-batch."""
+    so the gradients are those of the whole micro-batch. `on_rows(rows, tokens)` is called
+    after each row's (or, off a CPU, the rows') backward: the fit's progress."""
     start = rows_prefix_length(batch, rows)
     prefix = SharedPrefix(model, batch.input_ids_B_T[rows[0], :start].to(device))
     tokens = float(batch.loss_mask_B_T[rows, start:].sum().clamp(min=1))
@@ -306,6 +314,7 @@ def _nll_backward(model: Any, batch: TrajectoryBatch, rows: list[int], device: A
         loss = -(logprobs * mask[:, start:].float()).sum() / tokens
         loss.backward()
         total += float(loss.detach())
+        on_rows(len(chunk), width)
     prefix.backward()
     return total
 

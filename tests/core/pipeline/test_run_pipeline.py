@@ -182,3 +182,22 @@ def test_a_verl_recipe_is_refused_before_any_stage(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="trainer.backend.type is verl"):
         run_pipeline(recipe, tmp_path, stages)
     assert stages.calls == []
+
+
+def test_auto_precision_is_chosen_before_the_first_stage(tmp_path: Path, monkeypatch) -> None:
+    from uni_agent_core.models.precision_choice import ProbeRates, decide
+
+    measured = {"float32": ProbeRates(30.0, 50.0, 60.0), "bfloat16": ProbeRates(11.0, 2.0, 9.0)}
+    monkeypatch.setattr(
+        "uni_agent_core.pipeline.precision.choose_dtype", lambda *a, **k: decide(measured, None)
+    )
+    lines: list[str] = []
+
+    result = run_pipeline(
+        _recipe("policy.dtype=auto"), tmp_path, RecordingStages(f"hf:{tmp_path}"), echo=lines.append
+    )
+
+    assert lines[0].startswith("policy.dtype auto -> float32: fastest on this CPU")
+    assert lines[1] == "stage 1/5: validate data"
+    assert result.recipe.policy.dtype == "float32"
+    assert (tmp_path / "precision.json").is_file()
