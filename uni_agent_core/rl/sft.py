@@ -32,6 +32,7 @@ import functools
 import json
 import random
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ import torch
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.envs.patches import BlockChange, single_block_change
 from uni_agent_core.envs.workspace import base_file_on_host
+from uni_agent_core.progress import ProgressLines
 from uni_agent_core.rl.batch import TrajectoryBatch, trajectories_to_batch
 from uni_agent_core.rl.precision import ComputeCopy, ComputeDtype
 from uni_agent_core.rl.prefix_forward import SharedPrefix, row_logprobs, rows_prefix_length
@@ -158,11 +160,12 @@ async def gold_trajectories(
     manager = build_session_manager(recipe, engine, tokenizer)
     kept: list[Trajectory] = []
     resolved = several_places = ambiguous = unresolved = 0
+    progress = ProgressLines("gold", sys.stderr, unit="tasks")
     async with serving_gateway(manager) as url:
         driver = RolloutDriver.for_recipe(
             recipe, manager=manager, gateway_url=url, max_concurrency=1
         )
-        for task in tasks:
+        for done, task in enumerate(tasks, start=1):
             change = single_block_change(task.patch)
             if change is None:
                 several_places += 1
@@ -174,6 +177,7 @@ async def gold_trajectories(
             engine.requests.clear()
             engine.replies = dict(enumerate(actions))
             result = await driver.episode(task, 0, seed=0)
+            progress.line(done, len(tasks), task.instance_id, f"reward {result.reward:g}", False)
             if not result.resolved:
                 unresolved += 1
                 continue

@@ -182,7 +182,9 @@ def test_gold_edits_of_l0_l1_tasks_fix_their_file_with_the_real_editor(tmp_path)
     asyncio.run(check())
 
 
-def test_gold_episodes_resolve_tasks_with_repeated_lines_and_missing_lines(tmp_path) -> None:
+def test_gold_episodes_resolve_tasks_with_repeated_lines_and_missing_lines(
+    tmp_path, capsys
+) -> None:
     """The real stack (gateway, ReAct harness, sandbox, hidden tests) on L0-L1 tasks whose fix
     is a line the file repeats or a missing line: every gold episode resolves."""
     picked = [(5, "L0"), (10, "L0"), (16, "L1"), (22, "L0")]
@@ -207,6 +209,8 @@ def test_gold_episodes_resolve_tasks_with_repeated_lines_and_missing_lines(tmp_p
         "(0 without gold actions: their gold patch changes several places; 0 not resolved)"
     ]
     assert len(kept) == 4
+    progress = capsys.readouterr().err.splitlines()  # a line per task (every 10% of 4), ETA
+    assert len(progress) == 4 and progress[-1].startswith("[gold 4/4]") and "ETA" in progress[-1]
 
 
 def test_warm_start_lowers_the_loss_of_the_sampled_tokens_only() -> None:
