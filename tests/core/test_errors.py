@@ -219,8 +219,10 @@ def test_a_failed_training_run_is_one_line_and_exit_1(
     recipe = str(RECIPES / "ci-smoke.yaml")
     argv = ["train", "--recipe", recipe, "--run-dir", str(tmp_path)]
     assert CLI_MAIN.main(argv) == CLI_MAIN.RUN_FAILED
-    [line] = capsys.readouterr().err.splitlines()
-    assert line == "error: verl's trainer exited with code 3"
+    err = capsys.readouterr().err.splitlines()
+    # data validation's progress lines come first, on stderr like every progress line
+    [line] = [text for text in err if not text.startswith("[validate ")]
+    assert line == "error: verl's trainer exited with code 3" and err[-1] == line
 
 
 def test_ctrl_c_in_a_command_exits_130(
