@@ -13,6 +13,7 @@ AVX2-only host takes can run and be tested on any host.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from pathlib import Path
 
@@ -59,8 +60,6 @@ def cpu_identity() -> str:
 
 def describe_cpu() -> str:
     """One line for reports: the model, its class and its core count."""
-    import os
-
     return f"{cpu_info()[0]} ({cpu_class()}, {os.cpu_count()} cores)"
 
 

@@ -19,7 +19,7 @@ from uni_agent_core.envs.micro_swe.generator import Split, generate, write_datas
 from uni_agent_core.envs.micro_swe.keys import dataset_key, read_key
 from uni_agent_core.envs.parallel import map_bounded
 from uni_agent_core.envs.sources import load_task_file
-from uni_agent_core.envs.validation import TaskValidation, validate_tasks, write_report
+from uni_agent_core.envs.validation import progress_printer, validate_tasks, write_report
 from uni_agent_core.envs.verifier import Verdict, Verifier, task_sandbox_factory
 from uni_agent_core.errors import UserError
 from uni_agent_core.progress import ProgressLines
@@ -93,12 +93,6 @@ def validate_data(
     """
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     tasks = _load(path, split)
-    progress = ProgressLines("validate", stderr)
-
-    def on_result(done: int, total: int, result: TaskValidation) -> None:
-        outcome = "ok" if result.valid else ", ".join(map(str, result.defects))
-        progress.line(done, total, result.instance_id, outcome, notable=not result.valid)
-
     factory = task_sandbox_factory(sandbox or LocalSandboxConfig())
     report = asyncio.run(
         validate_tasks(
@@ -107,7 +101,7 @@ def validate_data(
             reruns=reruns,
             timeout_s=timeout_s,
             concurrency=concurrency,
-            on_result=on_result,
+            on_result=progress_printer(stderr),
         )
     )
     target_dir = Path(out) if out else _default_report_dir(path)

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
+from typing import TextIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +40,7 @@ from uni_agent_core.envs.verifier import (
     run_tests,
 )
 from uni_agent_core.envs.workspace import TaskDataError, materialize_repo
+from uni_agent_core.progress import ProgressLines
 from uni_agent_core.sandbox.base import SandboxError
 from uni_agent_core.types import TaskSpec
 
@@ -269,6 +271,18 @@ async def validate_tasks(
         duration_s=time.perf_counter() - started,
         tasks=checked,
     )
+
+
+def progress_printer(err: TextIO) -> ProgressCallback:
+    """An `on_result` for `validate_tasks` that prints progress lines with rate and ETA on
+    `err`: every task with a defect, else every 10% of the tasks."""
+    progress = ProgressLines("validate", err)
+
+    def on_result(done: int, total: int, result: TaskValidation) -> None:
+        outcome = "ok" if result.valid else ", ".join(map(str, result.defects))
+        progress.line(done, total, result.instance_id, outcome, notable=not result.valid)
+
+    return on_result
 
 
 def render_markdown(report: ValidationReport, source: str = "") -> str:

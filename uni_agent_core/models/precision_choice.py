@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -196,7 +197,7 @@ def _choose_on_cpu(policy: str, echo: Callable[[str], None] | None) -> DtypeChoi
         pearson = bf16_logprob_pearson(policy)
     choice = decide(rates, pearson, cpu=f"{cpu_info()[0]} ({cpu_class()})")
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")  # processes measuring at once
     temporary.write_text(json.dumps(choice.to_json(), indent=1))
     temporary.replace(path)
     return choice

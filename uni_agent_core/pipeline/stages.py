@@ -17,13 +17,12 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.curriculum.best_of_n import best_of_n
 from uni_agent_core.curriculum.difficulty import write_difficulty
 from uni_agent_core.curriculum.history import AttemptHistory
-from uni_agent_core.envs.validation import TaskValidation, validate_tasks, write_report
+from uni_agent_core.envs.validation import progress_printer, validate_tasks, write_report
 from uni_agent_core.eval.evaluate import run_evaluation
 from uni_agent_core.eval.report import eval_metrics
 from uni_agent_core.eval.suites import recipe_suite
 from uni_agent_core.pipeline.reports import log_run
 from uni_agent_core.pipeline.results import Evaluated, Trained
-from uni_agent_core.progress import ProgressLines
 from uni_agent_core.rl.launch import launch
 from uni_agent_core.rl.warm_start import WarmStartResult, run_warm_start
 from uni_agent_core.rollout.build import build_sandbox_factory, build_tasks
@@ -90,12 +89,7 @@ def validate_data(recipe: Recipe, run_dir: Path, *, echo: Echo = print) -> list[
     if policy == "keep":
         echo(f"validate-data: {len(tasks)} tasks kept unchecked (on_spec_defect: keep)")
         return tasks
-    progress = ProgressLines("validate", sys.stderr)
-
-    def on_result(done: int, total: int, result: TaskValidation) -> None:
-        outcome = "ok" if result.valid else ", ".join(map(str, result.defects))
-        progress.line(done, total, result.instance_id, outcome, notable=not result.valid)
-
+    on_result = progress_printer(sys.stderr)
     report = asyncio.run(validate_tasks(tasks, build_sandbox_factory(recipe), on_result=on_result))
     path = write_report(report, run_dir / VALIDATION, source=recipe.name)
     echo(

@@ -44,6 +44,7 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.curriculum.history import Attempt, AttemptHistory
 from uni_agent_core.curriculum.sampler import DynamicSampler
 from uni_agent_core.curriculum.task_sampler import EpochSampler
+from uni_agent_core.models.precision_choice import DtypeChoice, resolve_dtype
 from uni_agent_core.rl.role_switch import RoleSwitch, TrainerReplica
 from uni_agent_core.rl.step_loop import StepLoop
 from uni_agent_core.rl.step_records import Checkpointer, RunSummary, StepRecorder
@@ -132,7 +133,6 @@ class TrainingRun:
     def _build(self) -> tuple[dict[str, TaskSpec], EmbeddedTrainer]:
         from uni_agent_core.inference.builder import resolve_device
         from uni_agent_core.models import load_policy
-        from uni_agent_core.models.precision_choice import resolve_dtype
 
         recipe, trainer_config = self.recipe, self.recipe.trainer
         random.seed(self.seed)
@@ -344,7 +344,8 @@ class TrainingRun:
         self.tracker.log_artifact(self.run_dir / RESOLVED_RECIPE)
         precision = self.run_dir / PRECISION
         if precision.is_file():  # the dtype `auto` chose here, its rates and reason
-            self.tracker.log_params({"precision": json.loads(precision.read_text())})
+            choice = DtypeChoice.from_json(json.loads(precision.read_text()))
+            self.tracker.log_params({"precision": choice.params()})
             self.tracker.log_artifact(precision)
         from uni_agent_core.tracking.reproducibility import reproducibility_record
 
