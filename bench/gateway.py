@@ -77,7 +77,7 @@ from _lean_http import LeanConnection
 
 from uni_agent_core.gateway.codec import ChatCodec
 from uni_agent_core.gateway.launch import free_port
-from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.gateway.manager import CONTROL_KEY_VARIABLE, SessionManager, new_control_key
 from uni_agent_core.gateway.request import ChatRequest, Message, ToolCall
 from uni_agent_core.gateway.session import GatewaySession
 from uni_agent_core.gateway.tito import tito_violations
@@ -308,12 +308,15 @@ class Server:
     def __init__(self, port: int, script: Path = SERVER_SCRIPT, *flags: str) -> None:
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
+        self.control_key = new_control_key()
+        """The server's control key (session create, read and delete)."""
         fd, name = tempfile.mkstemp(prefix="gateway-bench-", suffix=".log")
         os.close(fd)
         self._log = Path(name)
         with self._log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, str(script), "--port", str(port), *flags],
+                env={**os.environ, CONTROL_KEY_VARIABLE: self.control_key},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -436,7 +439,7 @@ async def open_sessions(client: httpx.AsyncClient, base: str, n: int) -> list[Ht
 
 async def close_sessions(client: httpx.AsyncClient, base: str, sessions: list[HttpSession]) -> None:
     async def one(s: HttpSession) -> None:
-        response = await client.delete(f"{base}/sessions/{s.session_id}", headers=s.headers)
+        response = await client.delete(f"{base}/sessions/{s.session_id}")
         response.raise_for_status()
 
     for start in range(0, len(sessions), 100):
@@ -479,8 +482,9 @@ async def http_turns(
         result.turns += 1
 
 
-def http_client(connections: int) -> httpx.AsyncClient:
+def http_client(connections: int, headers: dict[str, str] | None = None) -> httpx.AsyncClient:
     return httpx.AsyncClient(
+        headers=headers,
         limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         timeout=httpx.Timeout(120.0),
         trust_env=False,  # never route 127.0.0.1 traffic through a configured proxy
@@ -505,7 +509,8 @@ async def http_phase(
     """
     result = PhaseResult(sessions=sessions)
     async with contextlib.AsyncExitStack() as stack:
-        admin = await stack.enter_async_context(http_client(100))
+        control = {"Authorization": f"Bearer {server.control_key}"}
+        admin = await stack.enter_async_context(http_client(100, control))
         connections = [
             await stack.enter_async_context(LeanConnection("127.0.0.1", server.port))
             for _ in range(sessions)
@@ -546,8 +551,8 @@ async def check_http_tito(
     """The server's own record of these sessions must satisfy the TITO invariant."""
     for s in sessions:
         root = f"{base}/sessions/{s.session_id}"
-        trajectories = (await client.get(root + "/trajectories", headers=s.headers)).json()
-        calls = (await client.get(root + "/calls", headers=s.headers)).json()
+        trajectories = (await client.get(root + "/trajectories")).json()
+        calls = (await client.get(root + "/calls")).json()
         problems = tito_violations(
             [Trajectory.model_validate(t) for t in trajectories],
             [EngineCall.model_validate(c) for c in calls],
@@ -557,7 +562,7 @@ async def check_http_tito(
 
 
 async def http_close(server: Server, live: list[HttpSession]) -> None:
-    async with http_client(100) as client:
+    async with http_client(100, {"Authorization": f"Bearer {server.control_key}"}) as client:
         await close_sessions(client, server.base, live)
 
 

@@ -28,6 +28,9 @@ class ExitReason(StrEnum):
     SANDBOX_ERROR = "sandbox_error"
     HARNESS_ERROR = "harness_error"
     ENGINE_ERROR = "engine_error"
+    GATEWAY_ERROR = "gateway_error"
+    """The episode's gateway session could not be opened (the gateway holds `max_sessions`
+    already) or was gone when the episode ended (reward 0)."""
     TEST_TIMEOUT = "test_timeout"
     """The harness ended the episode, then the verifier's test command passed
     `reward.test_timeout_s` (reward 0). Kept in the loss: the diff may be what hangs."""
@@ -149,6 +152,7 @@ ABNORMAL_EXITS: frozenset[ExitReason] = frozenset(
         ExitReason.SANDBOX_ERROR,
         ExitReason.HARNESS_ERROR,
         ExitReason.ENGINE_ERROR,
+        ExitReason.GATEWAY_ERROR,
     }
 )
 """Exits caused by the infrastructure, not the policy: kept in statistics, masked from the loss

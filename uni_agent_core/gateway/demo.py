@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 
 from uni_agent_core.gateway.manager import SessionManager
-from uni_agent_core.gateway.testing import running_gateway
+from uni_agent_core.gateway.testing import control_headers, running_gateway
 from uni_agent_core.gateway.tito import tito_violations
 from uni_agent_core.inference.hf_engine import HFEngine
 from uni_agent_core.tools.catalog import SHELL_TOOL
@@ -25,7 +25,8 @@ def run_demo(model: str = "smollm2-135m", turns: int = 3, max_tokens: int = 48) 
     engine = HFEngine.from_policy(model)
     manager = SessionManager(engine, engine.tokenizer)
     with running_gateway(manager, model_name=model) as url:
-        session = httpx.post(url + "/sessions", json={}, timeout=30).json()
+        control = control_headers(manager)
+        session = httpx.post(url + "/sessions", json={}, headers=control, timeout=30).json()
         print(f"gateway {url}, session {session['session_id']}")
         client = openai.OpenAI(base_url=session["openai_base_url"], api_key=session["api_key"])
         messages = [
@@ -52,12 +53,11 @@ def run_demo(model: str = "smollm2-135m", turns: int = 3, max_tokens: int = 48) 
                     )
             else:
                 messages.append({"role": "user", "content": "Please use the shell tool."})
-        headers = {"Authorization": f"Bearer {session['api_key']}"}
         root = f"{url}/sessions/{session['session_id']}"
         trajectories = [
-            Trajectory(**t) for t in httpx.get(root + "/trajectories", headers=headers).json()
+            Trajectory(**t) for t in httpx.get(root + "/trajectories", headers=control).json()
         ]
-        calls = [EngineCall(**c) for c in httpx.get(root + "/calls", headers=headers).json()]
+        calls = [EngineCall(**c) for c in httpx.get(root + "/calls", headers=control).json()]
     for t in trajectories:
         print(
             f"chain {t.chain_id}: {len(t.prompt_ids)} prompt + {len(t.response_ids)} response "

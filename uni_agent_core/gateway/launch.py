@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import gc
+import os
 from typing import Any
 
 from uni_agent_core.config import GatewayConfig
-from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.gateway.manager import CONTROL_KEY_VARIABLE, SessionManager
 from uni_agent_core.gateway.session import SessionSettings
 from uni_agent_core.inference.servers import free_port
 from uni_agent_core.inference.types import Engine
@@ -69,6 +70,10 @@ def serve(
 
     Freed C heap is handed back to the OS once a burst of requests is over (`heap.py`). A
     shutdown waits at most `SHUTDOWN_GRACE_S` for requests in flight.
+
+    The control key (session create, read, finalize, delete; `/metrics`) is
+    `$AGENT_RL_GATEWAY_CONTROL_KEY` when set, else the manager's own, printed at start for the
+    operator (never give it to an agent).
     """
     import uvicorn
 
@@ -79,7 +84,15 @@ def serve(
     gc.collect()
     gc.freeze()
     gc.set_threshold(*SERVER_GC_THRESHOLDS)
-    print(f"agent-rl gateway on http://{host}:{port}  (POST /sessions to start a session)")
+    chosen = os.environ.get(CONTROL_KEY_VARIABLE)
+    if chosen:
+        manager.control_key = chosen
+    print(
+        f"agent-rl gateway on http://{host}:{port}  "
+        "(POST /sessions with the control key to start a session)"
+    )
+    if not chosen:
+        print(f"control key: {manager.control_key}  (set {CONTROL_KEY_VARIABLE} to choose it)")
     uvicorn.run(
         app,
         host=host,

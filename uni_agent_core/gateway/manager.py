@@ -1,5 +1,14 @@
 """Session registry of one gateway process: creation, API keys, idle expiry, shared codec.
 
+Two credentials, two planes (docs/architecture.md, "Gateway planes"):
+
+- a **session key** per session, handed to the episode's agent: it opens that session's model
+  endpoints and nothing else (`authenticate`);
+- the gateway's one **control key**, held by the process that runs episodes and never put in a
+  sandbox: it creates, reads, finalizes and deletes sessions and reads `/metrics`
+  (`authorize_control`). Without it, an agent cannot end its own episode's session, open side
+  sessions outside its budget, or fill the session table.
+
 One codec and one decoder serve every session (they are stateless per call). Chat-template
 renders and tokenization of large messages run in a small thread pool (`run_blocking`) so a
 100K-token encode never stalls the event loop that serves the other sessions.
@@ -39,6 +48,27 @@ class SessionLimitError(AgentRLError, RuntimeError):
     """The gateway already holds `max_sessions` live sessions (HTTP 429)."""
 
 
+CONTROL_KEY_VARIABLE = "AGENT_RL_GATEWAY_CONTROL_KEY"
+"""Environment variable that gives `agent-rl gateway serve` its control key (generated and
+printed when unset)."""
+
+INVALID_SESSION_KEY = "invalid API key for this session"
+"""The one answer to a wrong key and to a session id that does not exist: which ids exist is
+not told to a caller without the key."""
+
+
+def _same_key(given: str | None, expected: str) -> bool:
+    """Whether `given` is `expected`, in constant time (any characters a header may carry)."""
+    return given is not None and hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), expected.encode()
+    )
+
+
+def new_control_key() -> str:
+    """A fresh control key."""
+    return "ck-agent-rl-" + secrets.token_hex(24)
+
+
 class SessionManager:
     """Creates, finds, authenticates and expires sessions.
 
@@ -50,6 +80,7 @@ class SessionManager:
         session_ttl_s: idle seconds after which an unfinalized session is dropped.
         max_sessions: live-session cap.
         encode_threads: threads for chat-template rendering and tokenization.
+        control_key: the control plane's key (`new_control_key()` when None).
     """
 
     def __init__(
@@ -63,8 +94,11 @@ class SessionManager:
         max_sessions: int = 1024,
         encode_threads: int = 2,
         template_kwargs: dict[str, Any] | None = None,
+        control_key: str | None = None,
     ) -> None:
         self.engine = engine
+        self.control_key = control_key or new_control_key()
+        """Opens the control plane; never handed to an agent."""
         self.metrics = GatewayMetrics()
         self.codec = ChatCodec(tokenizer, template_kwargs)
         self.decoder = ReplyDecoder(tokenizer, tool_parser, self.metrics)
@@ -146,11 +180,20 @@ class SessionManager:
             raise SessionNotFoundError(session_id) from None
 
     def authenticate(self, session_id: str, key: str | None) -> GatewaySession:
-        """The session, if `key` is its API key; raises `PermissionError` otherwise."""
-        session = self.get(session_id)
-        if key is None or not hmac.compare_digest(key, self._keys[session_id]):
-            raise PermissionError("invalid API key for this session")
-        return session
+        """The session, if `key` is its API key; raises `PermissionError` otherwise, and also
+        when no such session lives (`INVALID_SESSION_KEY` either way)."""
+        expected = self._keys.get(session_id)
+        if expected is None or not _same_key(key, expected):
+            raise PermissionError(INVALID_SESSION_KEY)
+        return self._sessions[session_id]
+
+    def authorize_control(self, key: str | None) -> None:
+        """Returns if `key` is the control key; raises `PermissionError` otherwise."""
+        if not _same_key(key, self.control_key):
+            raise PermissionError(
+                "this endpoint is the gateway's control plane: it needs the control key, "
+                "not a session key"
+            )
 
     def delete(self, session_id: str) -> None:
         session = self._sessions.pop(session_id, None)

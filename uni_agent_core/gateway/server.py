@@ -13,9 +13,15 @@ Endpoints (docs/architecture.md, "Gateway HTTP API"):
   such request would send the engine (`GatewaySession.count_prompt_tokens`)
 - `GET /sessions/<id>/trajectories`, `GET /sessions/<id>/calls`, `POST /sessions/<id>/finalize`,
   `DELETE /sessions/<id>`
-- `GET /health`, `GET /metrics` (Prometheus text)
+- `GET /health` (`{"status": "ok"}`), `GET /metrics` (Prometheus text)
 
-Session endpoints need the session's key (`Authorization: Bearer` or `x-api-key`). Every error
+Two planes (docs/architecture.md, "Gateway planes"). The model endpoints under
+`/sessions/<id>/v1/` need that session's key (`Authorization: Bearer` or `x-api-key`); a wrong
+key and an unknown id get the same 401. Creating, reading (`trajectories`, `calls`), finalizing
+and deleting sessions, and `/metrics`, need the gateway's control key
+(`SessionManager.control_key`), which no agent holds: a session key there is a 401. `/health`
+says only that the server is up; FastAPI's `/docs`, `/redoc` and `/openapi.json` are not
+served. Every error
 is answered in the envelope of the protocol the client speaks, and a rejected request never
 touches the session's chains. A generation ends, committing nothing, when its client
 disconnects (streaming or not), when its session is deleted or finalized (409), and when the
@@ -250,7 +256,14 @@ def create_app(
             if close_engine:
                 await manager.engine.close()
 
-    app = FastAPI(title="agent-rl gateway", lifespan=lifespan)
+    # No generated docs or schema: nothing about the server is served to a caller without a key
+    app = FastAPI(
+        title="agent-rl gateway",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.manager = manager
 
     async def read_json(request: Request) -> Any:
@@ -275,14 +288,29 @@ def create_app(
             raise _Rejected(400, f"request body is not valid JSON: {exc}") from None
 
     def session_for(request: Request, session_id: str) -> GatewaySession:
+        """The data plane's session: its own key opens it (401 otherwise, whether or not the
+        id exists)."""
         try:
             return manager.authenticate(session_id, _api_key(request))
+        except PermissionError as exc:
+            raise _Rejected(401, str(exc)) from None
+
+    def control(request: Request) -> None:
+        """The control plane's check: the gateway's control key, or 401."""
+        try:
+            manager.authorize_control(_api_key(request))
+        except PermissionError as exc:
+            raise _Rejected(401, str(exc)) from None
+
+    def controlled_session(request: Request, session_id: str) -> GatewaySession:
+        """A session the control plane names (404 when it does not live)."""
+        control(request)
+        try:
+            return manager.get(session_id)
         except SessionNotFoundError:
             raise _Rejected(
                 404, f"session {session_id} does not exist (expired or deleted?)"
             ) from None
-        except PermissionError as exc:
-            raise _Rejected(401, str(exc)) from None
 
     def error_response(render: ErrorRenderer, exc: Exception) -> JSONResponse:
         manager.metrics.request_errors += 1
@@ -298,6 +326,7 @@ def create_app(
     @app.post("/sessions")
     async def create_session(request: Request) -> Response:
         try:
+            control(request)
             body = await read_json(request) or {}
             if not isinstance(body, dict):
                 raise _Rejected(400, "the body must be a JSON object")
@@ -329,7 +358,7 @@ def create_app(
     @app.get("/sessions/{session_id}/trajectories")
     async def trajectories(session_id: str, request: Request) -> Response:
         try:
-            session = session_for(request, session_id)
+            session = controlled_session(request, session_id)
         except _Rejected as exc:
             return error_response(_openai_envelope, exc)
         return JSONResponse([t.model_dump(mode="json") for t in session.trajectories()])
@@ -337,7 +366,7 @@ def create_app(
     @app.get("/sessions/{session_id}/calls")
     async def calls(session_id: str, request: Request) -> Response:
         try:
-            session = session_for(request, session_id)
+            session = controlled_session(request, session_id)
         except _Rejected as exc:
             return error_response(_openai_envelope, exc)
         return JSONResponse([c.model_dump(mode="json") for c in session.calls])
@@ -345,7 +374,7 @@ def create_app(
     @app.post("/sessions/{session_id}/finalize")
     async def finalize(session_id: str, request: Request) -> Response:
         try:
-            session = session_for(request, session_id)
+            session = controlled_session(request, session_id)
         except _Rejected as exc:
             return error_response(_openai_envelope, exc)
         session.close()
@@ -359,7 +388,7 @@ def create_app(
     @app.delete("/sessions/{session_id}")
     async def delete(session_id: str, request: Request) -> Response:
         try:
-            session_for(request, session_id)
+            controlled_session(request, session_id)
             manager.delete(session_id)
         except _Rejected as exc:
             return error_response(_openai_envelope, exc)
@@ -367,10 +396,14 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "sessions": len(manager), "model": model_name}
+        return {"status": "ok"}
 
     @app.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        try:
+            control(request)
+        except _Rejected as exc:
+            return error_response(_openai_envelope, exc)
         return PlainTextResponse(manager.metrics.render(), media_type="text/plain; version=0.0.4")
 
     # -- OpenAI ------------------------------------------------------------------------------

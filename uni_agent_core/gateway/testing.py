@@ -1,7 +1,8 @@
 """Running a gateway in-process on loopback (tests, benchmarks, notebooks).
 
 `running_gateway` serves `create_app(manager)` with uvicorn on a background thread bound to
-127.0.0.1 and a free port, waits until it answers, and always shuts it down.
+127.0.0.1 and a free port, waits until it answers, and always shuts it down. `control_headers`
+are the headers of the gateway's control plane (creating, reading and deleting sessions).
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ import httpx
 
 from uni_agent_core.gateway.launch import free_port
 from uni_agent_core.gateway.manager import SessionManager
+
+
+def control_headers(manager: SessionManager) -> dict[str, str]:
+    """The `Authorization` header of `manager`'s control plane."""
+    return {"Authorization": f"Bearer {manager.control_key}"}
 
 
 @contextmanager

@@ -22,16 +22,27 @@ class Endpoint:
     openai_base_url: str
     anthropic_base_url: str
     api_key: str
+    """The session key: the agent's credential, for the session's model endpoints only."""
     model: str = "agent-rl-policy"
+    control_key: str | None = field(default=None, repr=False)
+    """The gateway's control key, for the harness's own reads of the session on the host
+    (`count_session_calls`); never put in an agent's environment or a sandbox."""
 
     @classmethod
-    def from_session(cls, created: dict[str, Any], model: str = "agent-rl-policy") -> Endpoint:
-        """From the body of `POST /sessions`."""
+    def from_session(
+        cls,
+        created: dict[str, Any],
+        model: str = "agent-rl-policy",
+        *,
+        control_key: str | None = None,
+    ) -> Endpoint:
+        """From the body of `POST /sessions` (and the control key that created it)."""
         return cls(
             openai_base_url=created["openai_base_url"],
             anthropic_base_url=created["anthropic_base_url"],
             api_key=created["api_key"],
             model=model,
+            control_key=control_key,
         )
 
 

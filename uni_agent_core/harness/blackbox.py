@@ -106,14 +106,18 @@ async def count_session_calls(endpoint: Endpoint, *, timeout_s: float = CALLS_TI
     """The number of engine calls the gateway has recorded for the endpoint's session.
 
     Args:
-        endpoint: The session (its `/calls` route is next to the OpenAI base URL).
+        endpoint: The session (its `/calls` route is next to the OpenAI base URL), with the
+            gateway's control key (`/calls` is on the control plane).
         timeout_s: Timeout of the request.
 
     Raises:
         httpx.HTTPError: The gateway did not answer or refused the request.
+        ValueError: The endpoint carries no control key.
     """
+    if endpoint.control_key is None:
+        raise ValueError("counting a session's calls needs the gateway's control key")
     root = endpoint.openai_base_url.rstrip("/").removesuffix("/v1")
-    headers = {"Authorization": f"Bearer {endpoint.api_key}"}
+    headers = {"Authorization": f"Bearer {endpoint.control_key}"}
     async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as client:
         response = await client.get(root + "/calls", headers=headers)
         response.raise_for_status()
@@ -311,6 +315,9 @@ class BlackboxHarness:
         self, process: Coroutine[Any, Any, _Finished], endpoint: Endpoint, cap: int | None
     ) -> _Finished | None:
         """Awaits the agent; None when it was stopped for passing `cap` model calls."""
+        if cap is not None and endpoint.control_key is None:
+            process.close()
+            raise ValueError("max_model_calls needs an endpoint with the gateway's control key")
         agent = asyncio.ensure_future(process)
         if cap is None:
             return await agent
@@ -327,7 +334,7 @@ class BlackboxHarness:
     async def _steps(self, endpoint: Endpoint, info: dict[str, Any]) -> int:
         try:
             return await count_session_calls(endpoint)
-        except httpx.HTTPError as exc:  # deliberate boundary: steps are informational
+        except (httpx.HTTPError, ValueError) as exc:  # deliberate boundary: informational
             info["calls_error"] = f"{type(exc).__name__}: {exc}"
             logger.warning("could not count the session's model calls: %s", exc)
             return 0

@@ -10,13 +10,17 @@ time ends the episode as `test_timeout` (reward 0). The session's chains become 
 episode's trajectories, each carrying the reward and exit reason; what the episode did on the
 way (the gateway's engine calls, a white-box harness's tool calls, the scoring run, the
 environment's record of the final state) rides along for its trace (`tracking/traces.py`).
-Sandbox and task-data failures end the episode with `sandbox_error` (reward 0, masked from the
-loss); they are counted, never raised. Episodes run at most `max_concurrency` at a time.
+Sandbox and task-data failures end the episode with `sandbox_error`, and a session the gateway
+could not open (its session table full) with `gateway_error` (reward 0, masked from the loss);
+they are counted, never raised. Only the driver opens, reads and deletes sessions, through the
+manager (the gateway's control plane); the harness gets the session's key, which opens its model
+endpoints and nothing else. Episodes run at most `max_concurrency` at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import zlib
@@ -37,7 +41,7 @@ from uni_agent_core.envs.environment import (
 )
 from uni_agent_core.envs.verifier import SandboxFactory
 from uni_agent_core.envs.workspace import TaskDataError
-from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
 from uni_agent_core.gateway.session import TOOL_ARGUMENTS_SHOWN
 from uni_agent_core.harness.agent_clis import gateway_reach_problems, require_agent_clis
 from uni_agent_core.harness.base import Endpoint
@@ -174,18 +178,41 @@ class RolloutDriver:
 
     async def _episode(self, task: TaskSpec, sample_index: int, seed: int) -> RolloutResult:
         started_version, started_at = self._policy_version(), time.time()
-        session, key = self.manager.create(
-            sampling={"seed": seed},
-            metadata={"task_id": task.instance_id, "sample_index": sample_index},
-            max_total_tokens=self.max_total_tokens,
-        )
+        harness_name, harness_config = self.assignment.choose(task)
+        environment = self.environments.for_task(task)
+        try:
+            session, key = self.manager.create(
+                sampling={"seed": seed},
+                metadata={"task_id": task.instance_id, "sample_index": sample_index},
+                max_total_tokens=self.max_total_tokens,
+            )
+        except SessionLimitError as exc:
+            # Deliberate boundary: a full session table ends this episode, not the run.
+            self.errors[type(exc).__name__] += 1
+            logger.warning("episode %s/%d: %s", task.instance_id, sample_index, exc)
+            return RolloutResult(
+                task_id=task.instance_id,
+                sample_index=sample_index,
+                reward=0.0,
+                exit_reason=ExitReason.GATEWAY_ERROR,
+                harness=harness_name,
+                task_env=environment.name or task.env,
+                trajectories=[],
+                started_version=started_version,
+                error=f"{type(exc).__name__}: {exc}",
+                task_level=task.difficulty,
+                started_at=started_at,
+            )
         root = f"{self.gateway_url}/sessions/{session.session_id}"
-        endpoint = Endpoint(openai_base_url=root + "/v1", anthropic_base_url=root, api_key=key)
+        endpoint = Endpoint(
+            openai_base_url=root + "/v1",
+            anthropic_base_url=root,
+            api_key=key,
+            control_key=self.manager.control_key,
+        )
         timings: dict[str, float] = {}
         exit_reason, turns, error = ExitReason.SANDBOX_ERROR, 0, None
         observation, actions = Observation(), list[ToolCall]()
-        harness_name, harness_config = self.assignment.choose(task)
-        environment = self.environments.for_task(task)
         try:
             clock = time.perf_counter()
             async with self.sandbox_factory(task) as sandbox:
@@ -217,7 +244,8 @@ class RolloutDriver:
                 exit_reason = ExitReason.SANDBOX_ERROR
             timings["verify"] = time.perf_counter() - clock
         trajectories = session.trajectories()
-        self.manager.delete(session.session_id)
+        with contextlib.suppress(SessionNotFoundError):  # expired while the episode ran
+            self.manager.delete(session.session_id)
         for trajectory in trajectories:
             trajectory.reward = outcome.reward
             trajectory.exit_reason = exit_reason

@@ -18,6 +18,7 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.testing import running_gateway
@@ -56,19 +57,19 @@ IGNORED_METRIC = re.compile(
 @pytest.fixture(scope="module")
 def gateway(tiny_tokenizer, scripted_engine_cls):
     engine = scripted_engine_cls(tiny_tokenizer)
-    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=3600)
+    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=3600, control_key=CONTROL_KEY)
     with running_gateway(manager, model_name="tiny") as url:
         yield url, engine, manager
 
 
 def new_session(url: str) -> dict[str, Any]:
-    response = httpx.post(url + "/sessions", json={}, timeout=10)
+    response = httpx.post(url + "/sessions", json={}, headers=CONTROL, timeout=10)
     response.raise_for_status()
     return response.json()
 
 
 def record(url: str, session: dict) -> tuple[list[Trajectory], list[EngineCall]]:
-    headers = {"x-api-key": session["api_key"]}
+    headers = CONTROL
     base = f"{url}/sessions/{session['session_id']}"
     trajectories = httpx.get(base + "/trajectories", headers=headers).json()
     calls = httpx.get(base + "/calls", headers=headers).json()
@@ -85,7 +86,10 @@ def assert_one_chain_tito(url: str, session: dict, calls: int) -> list[EngineCal
 
 
 def ignored_counts(url: str) -> dict[str, int]:
-    return {f: int(n) for f, n in IGNORED_METRIC.findall(httpx.get(url + "/metrics").text)}
+    return {
+        f: int(n)
+        for f, n in IGNORED_METRIC.findall(httpx.get(url + "/metrics", headers=CONTROL).text)
+    }
 
 
 def claude_code_post(url: str, session: dict, body: dict[str, Any], path: str = "") -> list[dict]:
@@ -407,4 +411,4 @@ def test_count_tokens_refuses_generation_fields_and_unknown_sessions(gateway) ->
     assert refused.status_code == 400
     assert refused.json()["error"]["message"].startswith("max_tokens")
     missing = httpx.post(f"{url}/sessions/nope/v1/messages/count_tokens", json=body)
-    assert missing.status_code == 404 and missing.json()["type"] == "error"
+    assert missing.status_code == 401 and missing.json()["type"] == "error"

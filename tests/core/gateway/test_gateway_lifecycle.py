@@ -5,6 +5,7 @@ the context get each provider's 400, tool results must answer a call, SIGTERM st
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 
-from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.gateway.manager import CONTROL_KEY_VARIABLE, SessionManager
 from uni_agent_core.gateway.session import GatewaySession
 from uni_agent_core.gateway.testing import running_gateway
 from uni_agent_core.inference.scripted import ScriptedEngine
@@ -28,13 +30,13 @@ GENERATION_S = 3.0
 @pytest.fixture
 def gateway(tiny_tokenizer, scripted_engine_cls):
     engine = scripted_engine_cls(tiny_tokenizer)
-    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=3600)
+    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=3600, control_key=CONTROL_KEY)
     with running_gateway(manager, model_name="tiny") as url:
         yield url, engine, manager
 
 
 def _open(url: str, manager: SessionManager, **body) -> tuple[dict, GatewaySession]:
-    created = httpx.post(url + "/sessions", json=body, timeout=10).json()
+    created = httpx.post(url + "/sessions", json=body, headers=CONTROL, timeout=10).json()
     return created, manager.authenticate(created["session_id"], created["api_key"])
 
 
@@ -91,7 +93,7 @@ def test_deleting_a_session_aborts_its_generation(gateway) -> None:
     started = time.monotonic()
     asker.start()
     assert _wait_until(lambda: session.busy, 2)
-    deleted = httpx.delete(f"{url}/sessions/{created['session_id']}", headers=_headers(created))
+    deleted = httpx.delete(f"{url}/sessions/{created['session_id']}", headers=CONTROL)
     assert deleted.status_code == 200
     asker.join(timeout=10)
     assert time.monotonic() - started < GENERATION_S, "the generation ran to its end"
@@ -121,7 +123,7 @@ def test_deleting_a_session_ends_its_stream_with_an_error(gateway) -> None:
     started = time.monotonic()
     reader.start()
     assert _wait_until(lambda: session.busy, 2)
-    httpx.delete(f"{url}/sessions/{created['session_id']}", headers=_headers(created))
+    httpx.delete(f"{url}/sessions/{created['session_id']}", headers=CONTROL)
     reader.join(timeout=10)
     assert time.monotonic() - started < GENERATION_S, "the stream ran to its end"
     assert events[-1] == "data: [DONE]"
@@ -174,7 +176,9 @@ def test_the_engines_context_window_bounds_a_session_without_a_capacity(tiny_tok
     from uni_agent_core.models import load_policy
 
     model, tokenizer = load_policy("tiny")
-    manager = SessionManager(HFEngine(model, tokenizer, max_model_len=64), tokenizer)
+    manager = SessionManager(
+        HFEngine(model, tokenizer, max_model_len=64), tokenizer, control_key=CONTROL_KEY
+    )
     with running_gateway(manager, model_name="tiny") as url:
         created, session = _open(url, manager)
         assert session.settings.max_total_tokens is None and session.capacity == 64
@@ -195,7 +199,7 @@ class WindowedEngine(ScriptedEngine):
 @pytest.mark.parametrize("bound_by", ["session", "engine"])
 def test_max_tokens_is_bounded_by_what_is_left_of_the_context(tiny_tokenizer, bound_by) -> None:
     engine = (WindowedEngine if bound_by == "engine" else ScriptedEngine)(tiny_tokenizer)
-    manager = SessionManager(engine, tiny_tokenizer)
+    manager = SessionManager(engine, tiny_tokenizer, control_key=CONTROL_KEY)
     capacity = {"max_total_tokens": 64} if bound_by == "session" else {}
     with running_gateway(manager, model_name="tiny") as url:
         created, _ = _open(url, manager, **capacity)
@@ -253,7 +257,13 @@ def test_an_anthropic_tool_result_must_answer_a_tool_use(gateway) -> None:
 def _serve(*flags: str) -> tuple[subprocess.Popen, str]:
     with_port = [*flags, "--port", str(_free_port())]
     command = [sys.executable, "-m", "uni_agent_core.cli", "gateway", "serve", *with_port]
-    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, CONTROL_KEY_VARIABLE: CONTROL_KEY},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{with_port[-1]}"
     deadline = time.monotonic() + 120
     while True:
@@ -304,7 +314,7 @@ def _ask_then_terminate(
     """Start a long greedy reply, SIGTERM the server while it generates, check that it stops
     within seconds; return what the client got, or None when the reply ended on its own (a
     stop token before the signal or within the grace period)."""
-    created = httpx.post(url + "/sessions", json={}, timeout=10).json()
+    created = httpx.post(url + "/sessions", json={}, headers=CONTROL, timeout=10).json()
     body = {**CHAT, "max_tokens": 8000, "temperature": 0.0}
     outcome: list[httpx.Response | httpx.HTTPError] = []
 
@@ -348,7 +358,7 @@ def _ended_on_its_own(answer: httpx.Response | httpx.HTTPError) -> bool:
 def test_the_max_total_tokens_flag_caps_every_session() -> None:
     server, url = _serve("--model", "tiny", "--max-total-tokens", "48")
     try:
-        created = httpx.post(url + "/sessions", json={}, timeout=10).json()
+        created = httpx.post(url + "/sessions", json={}, headers=CONTROL, timeout=10).json()
         body = {"model": "tiny", "messages": [{"role": "user", "content": _long_prompt(100)}]}
         response = httpx.post(
             created["openai_base_url"] + "/chat/completions",

@@ -7,6 +7,7 @@ import ctypes.util
 import sys
 
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 
 from uni_agent_core.gateway.heap import IdleHeapTrimmer
 
@@ -91,7 +92,7 @@ def test_an_app_trims_after_its_requests_have_finished(tiny_tokenizer) -> None:
 
     engine = SlowEngine(tiny_tokenizer)
     engine.replies = {0: "done"}
-    manager = SessionManager(engine, tiny_tokenizer)
+    manager = SessionManager(engine, tiny_tokenizer, control_key=CONTROL_KEY)
     metrics = manager.metrics
     finished: list[float] = []
     trimmed: list[float] = []
@@ -109,7 +110,7 @@ def test_an_app_trims_after_its_requests_have_finished(tiny_tokenizer) -> None:
     metrics.observe_heap_trim = on_trim
     app = create_app(manager, trim_heap_after_s=0.1)
     with TestClient(app) as client:
-        created = client.post("/sessions", json={}).json()
+        created = client.post("/sessions", json={}, headers=CONTROL).json()
         reply = client.post(
             f"/sessions/{created['session_id']}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}]},
@@ -121,4 +122,4 @@ def test_an_app_trims_after_its_requests_have_finished(tiny_tokenizer) -> None:
             time.sleep(0.05)
         assert any(t > finished[0] for t in trimmed), (finished, trimmed)
         assert metrics.heap_trims == len(trimmed)
-        assert "agent_rl_gateway_heap_trims_total" in client.get("/metrics").text
+        assert "agent_rl_gateway_heap_trims_total" in client.get("/metrics", headers=CONTROL).text

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 from support.responses_tools import AGENTS, CODEX_REQUEST, PATCH, SHELL
 
 from uni_agent_core.gateway.manager import SessionManager
@@ -36,13 +37,13 @@ PATCH_CALL = (
 @pytest.fixture(scope="module")
 def gateway(tiny_tokenizer, scripted_engine_cls):
     engine = scripted_engine_cls(tiny_tokenizer)
-    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=3600)
+    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=3600, control_key=CONTROL_KEY)
     with running_gateway(manager, model_name="tiny") as url:
         yield url, engine
 
 
 def new_session(url: str) -> dict[str, Any]:
-    response = httpx.post(url + "/sessions", json={}, timeout=10)
+    response = httpx.post(url + "/sessions", json={}, headers=CONTROL, timeout=10)
     response.raise_for_status()
     return response.json()
 
@@ -52,7 +53,7 @@ def client_for(session: dict[str, Any]) -> openai.OpenAI:
 
 
 def record(url: str, session: dict[str, Any]) -> tuple[list[Trajectory], list[EngineCall]]:
-    headers = {"Authorization": f"Bearer {session['api_key']}"}
+    headers = CONTROL
     sid = session["session_id"]
     trajectories = httpx.get(f"{url}/sessions/{sid}/trajectories", headers=headers).json()
     calls = httpx.get(f"{url}/sessions/{sid}/calls", headers=headers).json()
@@ -200,7 +201,7 @@ def test_codex_request_replays_and_its_history_extends_the_chain(gateway) -> Non
     assert second[-1]["type"] == "response.completed"
     assert second[-1]["response"]["output"][0]["content"][0]["text"] == "Fixed."
     assert_one_chain(url, session, calls=2)
-    metrics = httpx.get(url + "/metrics").text
+    metrics = httpx.get(url + "/metrics", headers=CONTROL).text
     for field in ("client_metadata", "include", "reasoning", "store", "tools.web_search"):
         assert f'protocol="responses",field="{field}"' in metrics
 
@@ -238,7 +239,6 @@ def test_finalized_session_is_a_409_and_a_failure_mid_stream_is_response_failed(
     events = list(client.responses.create(model="tiny", input="hi", stream=True))
     assert [e.type for e in events][-2:] == ["error", "response.failed"]
     assert events[-1].response.status == "failed"
-    headers = {"Authorization": f"Bearer {session['api_key']}"}
-    httpx.post(f"{url}/sessions/{session['session_id']}/finalize", headers=headers)
+    httpx.post(f"{url}/sessions/{session['session_id']}/finalize", headers=CONTROL)
     with pytest.raises(openai.ConflictError):
         client.responses.create(model="tiny", input="hi")

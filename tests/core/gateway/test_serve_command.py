@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -11,9 +12,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from support.gateway_control import CONTROL, CONTROL_KEY
+
 from uni_agent_core.cli.main import _gateway_overlay
 from uni_agent_core.config import Recipe
 from uni_agent_core.config.loading import parse_recipe
+from uni_agent_core.gateway.manager import CONTROL_KEY_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -65,6 +69,7 @@ def test_serve_answers_session_requests() -> None:
     server = subprocess.Popen(
         [*command, "--port", str(port)],
         cwd=ROOT,
+        env={**os.environ, CONTROL_KEY_VARIABLE: CONTROL_KEY},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -73,7 +78,7 @@ def test_serve_answers_session_requests() -> None:
         while True:
             try:
                 request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/sessions", data=b"{}", method="POST"
+                    f"http://127.0.0.1:{port}/sessions", data=b"{}", method="POST", headers=CONTROL
                 )
                 with urllib.request.urlopen(request, timeout=5) as response:
                     created = json.loads(response.read())

@@ -6,6 +6,7 @@ import asyncio
 
 import httpx
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 
 from uni_agent_core.gateway import server
 from uni_agent_core.gateway.manager import SessionManager
@@ -16,7 +17,7 @@ from uni_agent_core.inference.scripted import ScriptedEngine
 async def _post_chat(app: GatewayApp, path: str, body: dict, root_path: str = "") -> httpx.Response:
     transport = httpx.ASGITransport(app=app, root_path=root_path)
     async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
-        created = (await client.post(f"{root_path}/sessions", json={})).json()
+        created = (await client.post(f"{root_path}/sessions", json={}, headers=CONTROL)).json()
         headers = {"authorization": f"Bearer {created['api_key']}"}
         url = f"{root_path}/sessions/{created['session_id']}/v1/{path}"
         return await client.post(url, json=body, headers=headers)
@@ -26,7 +27,9 @@ async def _post_chat(app: GatewayApp, path: str, body: dict, root_path: str = ""
 def app(tiny_tokenizer) -> GatewayApp:
     engine = ScriptedEngine(tiny_tokenizer)
     engine.replies = {i: "done" for i in range(8)}
-    return create_app(SessionManager(engine, tiny_tokenizer), close_engine=False)
+    return create_app(
+        SessionManager(engine, tiny_tokenizer, control_key=CONTROL_KEY), close_engine=False
+    )
 
 
 def test_chat_turns_are_served_directly_and_other_routes_by_fastapi(app) -> None:

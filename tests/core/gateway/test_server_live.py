@@ -8,6 +8,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.testing import running_gateway
@@ -48,7 +49,7 @@ CALL = '<tool_call>\n{"name": "shell", "arguments": {"cmd": "ls"}}\n</tool_call>
 @pytest.fixture(scope="module")
 def scripted_gateway(tiny_tokenizer, scripted_engine_cls):
     engine = scripted_engine_cls(tiny_tokenizer)
-    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=3600)
+    manager = SessionManager(engine, tiny_tokenizer, session_ttl_s=3600, control_key=CONTROL_KEY)
     with running_gateway(manager, model_name="tiny") as url:
         yield url, engine, manager
 
@@ -56,19 +57,19 @@ def scripted_gateway(tiny_tokenizer, scripted_engine_cls):
 @pytest.fixture(scope="module")
 def tiny_gateway():
     model, tokenizer = load_policy("tiny")
-    manager = SessionManager(HFEngine(model, tokenizer), tokenizer)
+    manager = SessionManager(HFEngine(model, tokenizer), tokenizer, control_key=CONTROL_KEY)
     with running_gateway(manager, model_name="tiny") as url:
         yield url
 
 
 def new_session(url: str, **body) -> dict:
-    response = httpx.post(url + "/sessions", json=body, timeout=10)
+    response = httpx.post(url + "/sessions", json=body, headers=CONTROL, timeout=10)
     response.raise_for_status()
     return response.json()
 
 
 def record(url: str, session: dict) -> tuple[list[Trajectory], list[EngineCall]]:
-    headers = {"Authorization": f"Bearer {session['api_key']}"}
+    headers = CONTROL
     sid = session["session_id"]
     trajectories = httpx.get(f"{url}/sessions/{sid}/trajectories", headers=headers).json()
     calls = httpx.get(f"{url}/sessions/{sid}/calls", headers=headers).json()
@@ -217,8 +218,7 @@ def test_openai_and_anthropic_requests_yield_identical_tokens(scripted_gateway) 
 
 
 def _chains(url: str, session: dict) -> list[dict]:
-    headers = {"x-api-key": session["api_key"]}
-    return httpx.get(f"{url}/sessions/{session['session_id']}/trajectories", headers=headers).json()
+    return httpx.get(f"{url}/sessions/{session['session_id']}/trajectories", headers=CONTROL).json()
 
 
 @pytest.mark.parametrize(
@@ -288,7 +288,7 @@ def test_bad_input_gets_provider_envelope_and_leaves_chains_alone(
 def test_unknown_session_oversized_request_and_expiry(scripted_gateway, tiny_tokenizer) -> None:
     url, engine, manager = scripted_gateway
     missing = httpx.post(f"{url}/sessions/nope/v1/chat/completions", json={"messages": []})
-    assert missing.status_code == 404 and "does not exist" in missing.json()["error"]["message"]
+    assert missing.status_code == 401 and "invalid API key" in missing.json()["error"]["message"]
     session = new_session(url)
     headers = {"authorization": f"Bearer {session['api_key']}"}
     huge = b'{"messages": [{"role": "user", "content": "' + b"x" * (17 << 20) + b'"}]}'
@@ -301,8 +301,12 @@ def test_unknown_session_oversized_request_and_expiry(scripted_gateway, tiny_tok
         assert manager.expire_idle() >= 1
     finally:
         manager.session_ttl_s = 3600
-    gone = httpx.get(f"{url}/sessions/{session['session_id']}/calls", headers=headers)
-    assert gone.status_code == 404
+    gone = httpx.get(f"{url}/sessions/{session['session_id']}/calls", headers=CONTROL)
+    assert gone.status_code == 404 and "does not exist" in gone.json()["error"]["message"]
+    expired = httpx.post(
+        f"{url}/sessions/{session['session_id']}/v1/chat/completions", json={}, headers=headers
+    )
+    assert expired.status_code == 401  # to its agent, as any wrong key: nothing is told
 
 
 def test_finalize_delete_and_metrics(scripted_gateway) -> None:
@@ -310,14 +314,13 @@ def test_finalize_delete_and_metrics(scripted_gateway) -> None:
     session = new_session(url)
     client = openai.OpenAI(base_url=session["openai_base_url"], api_key=session["api_key"])
     client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
-    headers = {"authorization": f"Bearer {session['api_key']}"}
     base = f"{url}/sessions/{session['session_id']}"
-    final = httpx.post(base + "/finalize", headers=headers).json()
+    final = httpx.post(base + "/finalize", headers=CONTROL).json()
     assert len(final["trajectories"]) == 1
     with pytest.raises(openai.ConflictError):
         client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
-    assert httpx.delete(base, headers=headers).json()["deleted"] is True
-    metrics = httpx.get(url + "/metrics").text
+    assert httpx.delete(base, headers=CONTROL).json()["deleted"] is True
+    metrics = httpx.get(url + "/metrics", headers=CONTROL).text
     assert "agent_rl_gateway_requests_total" in metrics
     assert "agent_rl_gateway_request_seconds_bucket" in metrics
     assert "agent_rl_gateway_engine_seconds_count 0" not in metrics

@@ -7,6 +7,7 @@ import shutil
 
 import httpx
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 
 from uni_agent_core.gateway.manager import SessionManager
 from uni_agent_core.gateway.testing import running_gateway
@@ -26,7 +27,7 @@ def tiny_tokenizer():
 def scripted(tiny_tokenizer):
     """(gateway URL, engine, manager) over a ScriptedEngine."""
     engine = ScriptedEngine(tiny_tokenizer)
-    manager = SessionManager(engine, tiny_tokenizer)
+    manager = SessionManager(engine, tiny_tokenizer, control_key=CONTROL_KEY)
     with running_gateway(manager, model_name="tiny") as url:
         yield url, engine, manager
 
@@ -37,15 +38,15 @@ def tool_call(name: str, arguments: dict) -> str:
 
 
 def open_session(url: str) -> Endpoint:
-    created = httpx.post(url + "/sessions", json={}, timeout=10).json()
-    return Endpoint.from_session(created, model="tiny")
+    created = httpx.post(url + "/sessions", json={}, headers=CONTROL, timeout=10).json()
+    return Endpoint.from_session(created, model="tiny", control_key=CONTROL_KEY)
 
 
 def session_record(url: str, endpoint: Endpoint):
     from uni_agent_core.types import EngineCall, Trajectory
 
     root = endpoint.openai_base_url.removesuffix("/v1")
-    headers = {"Authorization": f"Bearer {endpoint.api_key}"}
+    headers = CONTROL
     trajectories = [
         Trajectory(**t) for t in httpx.get(root + "/trajectories", headers=headers).json()
     ]

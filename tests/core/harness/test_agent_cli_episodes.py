@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 from support.tasks import TEST_KEY, sandbox_config
 
 from uni_agent_core.config.harness import (
@@ -130,7 +131,9 @@ def task(tmp_path_factory) -> TaskSpec:
 @pytest.fixture(scope="module")
 def gateway(tiny_tokenizer):
     engine = ScriptedEngine(tiny_tokenizer)
-    with running_gateway(SessionManager(engine, tiny_tokenizer), model_name="tiny") as url:
+    with running_gateway(
+        SessionManager(engine, tiny_tokenizer, control_key=CONTROL_KEY), model_name="tiny"
+    ) as url:
         yield url, engine
 
 
@@ -151,8 +154,10 @@ def play(
 ) -> Episode:
     url, engine = gateway
     engine.respond = policy
-    created = httpx.post(url + "/sessions", json={"sampling": sampling or {}}, timeout=10).json()
-    endpoint = Endpoint.from_session(created, model="tiny")
+    created = httpx.post(
+        url + "/sessions", json={"sampling": sampling or {}}, headers=CONTROL, timeout=10
+    ).json()
+    endpoint = Endpoint.from_session(created, model="tiny", control_key=CONTROL_KEY)
     sandbox = sandbox_config().model_copy(update={"network": "gateway"})
     factory = task_sandbox_factory(sandbox_for_agent_clis(sandbox, config))
 
@@ -166,12 +171,12 @@ def play(
 
     result, reward = asyncio.run(episode())
     root = endpoint.openai_base_url.removesuffix("/v1")
-    headers = {"Authorization": f"Bearer {endpoint.api_key}"}
+    headers = CONTROL
     trajectories = [
         Trajectory(**t) for t in httpx.get(root + "/trajectories", headers=headers).json()
     ]
     calls = [EngineCall(**c) for c in httpx.get(root + "/calls", headers=headers).json()]
-    metrics = httpx.get(url + "/metrics", timeout=10).text
+    metrics = httpx.get(url + "/metrics", headers=CONTROL, timeout=10).text
     ignored = {
         line.split('field="')[1].split('"')[0]
         for line in metrics.splitlines()

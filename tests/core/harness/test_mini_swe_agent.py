@@ -7,6 +7,7 @@ import shutil
 import time
 
 import pytest
+from support.gateway_control import CONTROL_KEY
 
 from uni_agent_core.config.harness import MiniSweAgentHarnessConfig
 from uni_agent_core.gateway.tito import tito_violations
@@ -107,7 +108,9 @@ def test_tiny_policy_episodes_keep_tito(fns) -> None:
     from uni_agent_core.inference import HFEngine
 
     engine = HFEngine.from_policy("tiny")
-    manager = SessionManager(engine, engine.tokenizer, settings=SessionSettings(max_tokens=24))
+    manager = SessionManager(
+        engine, engine.tokenizer, settings=SessionSettings(max_tokens=24), control_key=CONTROL_KEY
+    )
     harness = MiniSweAgentHarness(MiniSweAgentHarnessConfig(max_turns=4, wall_clock_s=60))
     with running_gateway(manager, model_name="tiny") as url:
         endpoint = fns["open_session"](url)

@@ -7,6 +7,7 @@ import shutil
 import time
 
 import pytest
+from support.gateway_control import CONTROL, CONTROL_KEY
 
 from uni_agent_core.config.harness import ReactHarnessConfig
 from uni_agent_core.gateway.tito import tito_violations
@@ -69,8 +70,10 @@ def test_a_context_length_refusal_ends_with_max_tokens(scripted, fns) -> None:
     from uni_agent_core.harness.base import Endpoint
 
     url, engine, _ = scripted
-    created = httpx.post(url + "/sessions", json={"max_total_tokens": 16}, timeout=10).json()
-    endpoint = Endpoint.from_session(created, model="tiny")
+    created = httpx.post(
+        url + "/sessions", json={"max_total_tokens": 16}, headers=CONTROL, timeout=10
+    ).json()
+    endpoint = Endpoint.from_session(created, model="tiny", control_key=CONTROL_KEY)
     result, _ = asyncio.run(_episode(ReactHarness(ReactHarnessConfig()), endpoint))
     assert result.exit_reason == ExitReason.MAX_TOKENS and result.steps == 0
     assert "context" in result.info["last_error"]
@@ -189,7 +192,9 @@ def test_tiny_policy_episodes_keep_tito(fns) -> None:
     from uni_agent_core.inference import HFEngine
 
     engine = HFEngine.from_policy("tiny")
-    manager = SessionManager(engine, engine.tokenizer, settings=SessionSettings(max_tokens=16))
+    manager = SessionManager(
+        engine, engine.tokenizer, settings=SessionSettings(max_tokens=16), control_key=CONTROL_KEY
+    )
     config = ReactHarnessConfig(max_turns=4, format_error_budget=10)
     with running_gateway(manager, model_name="tiny") as url:
         for _ in range(2):

@@ -82,3 +82,43 @@ def test_a_finished_episode_is_graded_whatever_unfinished_says(task) -> None:
     result = _episode(task, [tool_call("submit", {})], overrides)
     assert result.exit_reason is ExitReason.SUBMITTED and result.reward == 0.0
     assert result.verification.tests_run > 0
+
+
+def _episode_with(task: TaskSpec, prepare) -> tuple[RolloutResult, dict[str, int]]:
+    """One submitting episode after `prepare(driver)` (issue 48: gateway failures end the
+    episode, never the run); returns its result and the driver's error counts."""
+    recipe = load_recipe(ROOT / "recipes" / "ci-smoke.yaml", [f"sandbox.isolation={ISOLATION}"])
+
+    async def run() -> tuple[RolloutResult, dict[str, int]]:
+        async with scripted_driver(recipe, {0: tool_call("submit", {})}) as (driver, _):
+            prepare(driver)
+            return await driver.episode(task, 0, seed=0), dict(driver.errors)
+
+    return asyncio.run(run())
+
+
+def test_a_full_session_table_ends_the_episode_as_gateway_error(task) -> None:
+    def fill(driver) -> None:
+        driver.manager.max_sessions = 1
+        driver.manager.create()
+
+    result, errors = _episode_with(task, fill)
+    assert result.exit_reason is ExitReason.GATEWAY_ERROR and result.abnormal
+    assert result.reward == 0.0 and result.trajectories == []
+    assert "SessionLimitError" in (result.error or "")
+    assert errors == {"SessionLimitError": 1}
+
+
+def test_a_session_gone_before_the_episode_ends_is_recorded_not_raised(task) -> None:
+    def vanish(driver) -> None:
+        manager, create = driver.manager, driver.manager.create
+
+        def create_then_lose(**kwargs):
+            session, key = create(**kwargs)
+            manager.delete(session.session_id)  # expired, or deleted by anyone but the driver
+            return session, key
+
+        manager.create = create_then_lose
+
+    result, _ = _episode_with(task, vanish)
+    assert result.reward == 0.0 and result.abnormal
