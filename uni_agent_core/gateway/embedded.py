@@ -8,17 +8,63 @@ only the server.
 When the caller leaves, requests still in flight belong to episodes it has abandoned (an async
 run's last step launches rollouts it will never train on): they get `shutdown_grace_s` to
 finish, then are cancelled, which aborts their generations and commits nothing to their sessions.
+
+A connection the process cannot accept (out of descriptors) is counted in the gateway's
+`accept_errors_total` and logged once per `ACCEPT_ERROR_LOG_EVERY`, not once per event: asyncio
+reports each failed `accept()` to the loop's exception handler, and a flood of them would fill
+the log (`counting_accept_errors`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from uni_agent_core.gateway.launch import free_port
 from uni_agent_core.gateway.manager import SessionManager
+from uni_agent_core.gateway.metrics import GatewayMetrics
+
+logger = logging.getLogger(__name__)
+
+ACCEPT_ERROR_LOG_EVERY = 1000
+"""One log line per this many connections the process could not accept."""
+
+_ACCEPT_ERROR = "socket.accept() out of system resource"
+"""How asyncio's accept loop reports a failed `accept()` to the exception handler."""
+
+
+@contextlib.contextmanager
+def counting_accept_errors(
+    loop: asyncio.AbstractEventLoop, metrics: GatewayMetrics
+) -> Iterator[None]:
+    """While inside, the loop's failed `accept()`s are counted in `metrics.accept_errors` and
+    logged once per `ACCEPT_ERROR_LOG_EVERY`; every other report goes where it went before."""
+    previous = loop.get_exception_handler()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if str(context.get("message", "")).startswith(_ACCEPT_ERROR):
+            if metrics.accept_errors % ACCEPT_ERROR_LOG_EVERY == 0:
+                logger.warning(
+                    "could not accept a connection (%s); %d so far",
+                    context.get("exception"),
+                    metrics.accept_errors + 1,
+                )
+            metrics.accept_errors += 1
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)
+    try:
+        yield
+    finally:
+        loop.set_exception_handler(previous)
 
 
 def _server_class():  # noqa: ANN202 - uvicorn is imported lazily
@@ -69,15 +115,16 @@ async def serving_gateway(
     task = asyncio.create_task(server.serve(), name="gateway-server")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + start_timeout_s
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError(f"the gateway stopped while starting on {host}:{port}")
-            if loop.time() > deadline:
-                raise RuntimeError(f"the gateway did not start on {host}:{port}")
-            await asyncio.sleep(0.02)
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, timeout=shutdown_grace_s + 30.0)
+    with counting_accept_errors(loop, manager.metrics):
+        try:
+            while not server.started:
+                if task.done():
+                    task.result()
+                    raise RuntimeError(f"the gateway stopped while starting on {host}:{port}")
+                if loop.time() > deadline:
+                    raise RuntimeError(f"the gateway did not start on {host}:{port}")
+                await asyncio.sleep(0.02)
+            yield f"http://{host}:{port}"
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(task, timeout=shutdown_grace_s + 30.0)

@@ -60,6 +60,7 @@ class GatewayMetrics:
     sampling_overrides_ignored: int = 0
     sessions_created: int = 0
     sessions_expired: int = 0
+    accept_errors: int = 0
     live_sessions: int = 0
     heap_trims: int = 0
     heap_trim_seconds: float = 0.0
@@ -120,6 +121,10 @@ class GatewayMetrics:
             ),
             "sessions_created_total": (self.sessions_created, "sessions created"),
             "sessions_expired_total": (self.sessions_expired, "idle sessions expired"),
+            "accept_errors_total": (
+                self.accept_errors,
+                "connections the process could not accept (out of descriptors)",
+            ),
             "heap_trims_total": (self.heap_trims, "freed heap handed back to the OS after bursts"),
             "heap_trim_seconds_total": (self.heap_trim_seconds, "time spent handing it back"),
         }

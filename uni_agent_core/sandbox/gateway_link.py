@@ -14,7 +14,16 @@ nothing else: no route to the host, its other interfaces, a DNS server or the in
 
 The socket leads to the gateway's address only, whatever the agent sends through it. An agent
 can kill its own `socat` (losing only its own access) or connect to the socket directly (reaching
-the same gateway); it cannot name another destination. `socat` comes from the host's `/usr`
+the same gateway); it cannot name another destination. What reaches the gateway is its data
+plane only: the agent holds its session's key, never the control key (`gateway/manager.py`).
+
+Each link holds at most `MAX_CONNECTIONS` connections at once (more are closed as they arrive,
+counted in `refused`), and closes a connection on which nothing moved either way for
+`IDLE_TIMEOUT_S` (counted in `idle_closed`): an agent that opens and holds thousands of
+connections costs the host `3 * MAX_CONNECTIONS` descriptors (its socket, the pipe's connection
+to the gateway, the gateway's end), not the process's whole budget, so one sandbox cannot starve
+the gateway or another sandbox. The first link raises the process's soft descriptor limit to
+its hard one. `socat` comes from the host's `/usr`
 (bound read-only in every sandbox): `find_socat` says how to install it where it is missing.
 """
 
@@ -22,10 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import os
+import resource
 import shlex
 import shutil
+import time
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -35,6 +47,13 @@ SANDBOX_SOCKET = PurePosixPath("/run/agent-rl/gateway.sock")
 """Where the host's end of the link appears inside the sandbox."""
 
 INSTALL_HINT = "install socat (`apt-get install socat`, `dnf install socat`)"
+
+MAX_CONNECTIONS = 32
+"""Connections one sandbox's link holds at once (an agent CLI uses a few)."""
+
+IDLE_TIMEOUT_S = 600.0
+"""A connection with no bytes either way for this long is closed (longer than any one
+generation: a non-streamed reply is silent until it is whole)."""
 
 _CHUNK = 1 << 16
 _LISTEN_WAIT_TRIES = 400
@@ -79,14 +98,29 @@ def loopback_address(url: str) -> tuple[str, int]:
 class GatewayLink:
     """The host's end of one sandbox's link to its gateway (see the module docstring)."""
 
-    def __init__(self, socket_path: Path, *, socat: str) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        *,
+        socat: str,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+    ) -> None:
         """Args:
         socket_path: the host-side Unix socket (in the sandbox's host directory).
         socat: the `socat` the sandbox runs (`find_socat`'s, under a directory bound into a
             bubblewrap sandbox; the image's own in a container).
+        max_connections: connections held at once; more are closed as they arrive.
+        idle_timeout_s: a connection silent both ways for this long is closed.
         """
         self.socket_path = socket_path
         self.socat = socat
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.refused = 0
+        """Connections closed on arrival: the link held `max_connections` already."""
+        self.idle_closed = 0
+        """Connections closed after `idle_timeout_s` without a byte."""
         self.host: str | None = None
         """The gateway's loopback address, once `connect` named it."""
         self.port: int | None = None
@@ -96,6 +130,7 @@ class GatewayLink:
 
     async def start(self) -> None:
         """Listen on the host-side socket (mode 0666: the sandbox's `nobody` connects)."""
+        raise_open_files_limit()
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path))
         os.chmod(self.socket_path, 0o666)
 
@@ -171,6 +206,10 @@ class GatewayLink:
             self.socket_path.unlink()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._pipes) >= self.max_connections:
+            self.refused += 1
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._pipes.add(task)
@@ -182,18 +221,60 @@ class GatewayLink:
             except OSError:
                 return  # the gateway is gone: the agent sees its connection closed
             try:
-                await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+                await self._pipe(reader, writer, up_reader, up_writer)
             finally:
                 up_writer.close()
         finally:
             writer.close()
             self._pipes.discard(task)
 
+    async def _pipe(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+    ) -> None:
+        """Both directions until each has ended, or until nothing moved for the idle
+        timeout."""
+        moved = [time.monotonic()]
+        both = asyncio.gather(_copy(reader, up_writer, moved), _copy(up_reader, writer, moved))
+        try:
+            while True:
+                left = moved[0] + self.idle_timeout_s - time.monotonic()
+                if left <= 0:
+                    self.idle_closed += 1
+                    return
+                done, _ = await asyncio.wait({both}, timeout=left)
+                if done:
+                    return
+        finally:
+            if not both.done():
+                both.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await both
 
-async def _copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    """Bytes from `source` to `sink` until EOF, then half-close `sink`; a reset ends it."""
+
+@functools.cache
+def raise_open_files_limit() -> int:
+    """Raises this process's soft limit on open descriptors to its hard one (once); returns
+    the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft
+
+
+async def _copy(
+    source: asyncio.StreamReader, sink: asyncio.StreamWriter, moved: list[float]
+) -> None:
+    """Bytes from `source` to `sink` until EOF, then half-close `sink`; a reset ends it.
+    `moved[0]` is set to the time of each chunk."""
     try:
         while chunk := await source.read(_CHUNK):
+            moved[0] = time.monotonic()
             sink.write(chunk)
             await sink.drain()
         if sink.can_write_eof():

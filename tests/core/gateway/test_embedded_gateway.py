@@ -43,3 +43,29 @@ def test_leaving_cancels_requests_still_in_flight_after_the_grace(
     # The client saw its request cut: a 500 from uvicorn, or the connection dropped.
     assert isinstance(outcome, httpx.HTTPError) or outcome.status_code == 500
     assert session.trajectories() == []  # the cancelled generation committed nothing
+
+
+def test_failed_accepts_are_counted_and_logged_once_per_thousand(caplog) -> None:
+    from uni_agent_core.gateway.embedded import counting_accept_errors
+    from uni_agent_core.gateway.metrics import GatewayMetrics
+
+    metrics, others = GatewayMetrics(), []
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda _, context: others.append(context["message"]))
+    try:
+        with caplog.at_level("WARNING"), counting_accept_errors(loop, metrics):
+            for _ in range(1500):
+                loop.call_exception_handler(
+                    {
+                        "message": "socket.accept() out of system resource",
+                        "exception": OSError(24, "Too many open files"),
+                    }
+                )
+            loop.call_exception_handler({"message": "something else"})
+        loop.call_exception_handler({"message": "after"})
+    finally:
+        loop.close()
+    assert metrics.accept_errors == 1500
+    assert "agent_rl_gateway_accept_errors_total 1500" in metrics.render()
+    assert len([r for r in caplog.records if "could not accept" in r.message]) == 2
+    assert others == ["something else", "after"]

@@ -1,0 +1,91 @@
+"""The host's end of a sandbox's gateway link bounds what one agent can hold (issue 48,
+finding 4: 7,000 held connections exhausted the host's descriptors): connections past the cap
+are closed as they arrive, and silent ones are closed after the idle timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from uni_agent_core.sandbox.gateway_link import GatewayLink, raise_open_files_limit
+
+
+async def _echo_server() -> tuple[asyncio.Server, int]:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(1024):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def _linked(**limits: float) -> tuple[GatewayLink, asyncio.Server]:
+    upstream, port = await _echo_server()
+    link = GatewayLink(Path(tempfile.mkdtemp(prefix="link-")) / "g.sock", socat="socat", **limits)
+    link.connect("127.0.0.1", port)
+    await link.start()
+    return link, upstream
+
+
+async def _closed_by_peer(reader: asyncio.StreamReader) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(1), timeout=2) == b""
+    except (TimeoutError, ConnectionError):
+        return False
+
+
+def test_connections_past_the_cap_are_closed_and_counted() -> None:
+    async def main() -> None:
+        link, upstream = await _linked(max_connections=4)
+        try:
+            held = [await asyncio.open_unix_connection(link.socket_path) for _ in range(4)]
+            for reader, writer in held:  # each of the first four is piped through
+                writer.write(b"ping")
+                assert await asyncio.wait_for(reader.readexactly(4), timeout=2) == b"ping"
+            extra = [await asyncio.open_unix_connection(link.socket_path) for _ in range(20)]
+            assert all([await _closed_by_peer(reader) for reader, _ in extra])
+            assert link.refused == 20 and len(link._pipes) == 4
+            held[0][1].close()  # a slot freed is a slot to use again
+            await asyncio.sleep(0.1)
+            reader, writer = await asyncio.open_unix_connection(link.socket_path)
+            writer.write(b"pong")
+            assert await asyncio.wait_for(reader.readexactly(4), timeout=2) == b"pong"
+            for _, w in [*held[1:], *extra, (reader, writer)]:
+                w.close()
+        finally:
+            await link.close()
+            upstream.close()
+
+    asyncio.run(main())
+
+
+def test_a_silent_connection_is_closed_after_the_idle_timeout() -> None:
+    async def main() -> None:
+        link, upstream = await _linked(idle_timeout_s=0.3)
+        try:
+            busy_reader, busy = await asyncio.open_unix_connection(link.socket_path)
+            silent_reader, silent = await asyncio.open_unix_connection(link.socket_path)
+            for _ in range(6):  # 0.6 s of traffic on one, nothing on the other
+                busy.write(b"x")
+                assert await asyncio.wait_for(busy_reader.readexactly(1), timeout=2) == b"x"
+                await asyncio.sleep(0.1)
+            assert await _closed_by_peer(silent_reader)
+            assert link.idle_closed >= 1
+            busy.write(b"y")
+            assert await asyncio.wait_for(busy_reader.readexactly(1), timeout=2) == b"y"
+            busy.close()
+            silent.close()
+        finally:
+            await link.close()
+            upstream.close()
+
+    asyncio.run(main())
+
+
+def test_the_descriptor_limit_is_raised_to_the_hard_one() -> None:
+    import resource
+
+    assert raise_open_files_limit() == resource.getrlimit(resource.RLIMIT_NOFILE)[1]
