@@ -79,13 +79,52 @@ def _clear_unless_directory(path: Path) -> None:
 
 
 def force_rmtree(path: Path) -> None:
-    """Removes a tree even where sandboxed commands took write permission off directories."""
+    """Removes a tree whatever permissions sandboxed commands left in it.
 
-    def make_writable_and_retry(fn: Callable[[str], object], failed: str, _: object) -> None:
+    An agent may take read, search or write permission off any directory it made (`chmod 000
+    x`); as a non-root host user, that stops a plain `shutil.rmtree`. Every directory of the
+    tree is given back its owner's permissions first (links are never followed), and what
+    changes while the tree is removed is retried once the same way. Nothing outside the tree is
+    touched.
+    """
+    root = os.path.abspath(path)
+
+    def retry_with_owner_access(_: Callable[..., object], failed: str, __: object) -> None:
+        # whatever step failed (listing, opening, unlinking): restore access, remove again
         parent = os.path.dirname(failed)
-        os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
+        if parent.startswith(root + os.sep):
+            _grant_owner_access(parent)
+        if not os.path.lexists(failed):
+            return
         if os.path.isdir(failed) and not os.path.islink(failed):
-            os.chmod(failed, os.stat(failed).st_mode | stat.S_IRWXU)
-        fn(failed)
+            _restore_owner_access(failed)
+            shutil.rmtree(failed)
+        else:
+            os.unlink(failed)
 
-    shutil.rmtree(path, onerror=make_writable_and_retry)
+    _restore_owner_access(root)
+    shutil.rmtree(root, onerror=retry_with_owner_access)
+
+
+def _grant_owner_access(directory: str) -> int:
+    """Gives `directory` read, write and search permission for its owner; returns its mode
+    (not a directory: unchanged)."""
+    mode = os.lstat(directory).st_mode
+    if stat.S_ISDIR(mode) and mode & stat.S_IRWXU != stat.S_IRWXU:
+        os.chmod(directory, mode | stat.S_IRWXU)
+    return mode
+
+
+def _restore_owner_access(root: str) -> None:
+    """`_grant_owner_access` on every directory under `root` (itself included), top-down, so
+    that each is listable before it is walked."""
+    pending = [root]
+    while pending:
+        directory = pending.pop()
+        try:
+            if not stat.S_ISDIR(_grant_owner_access(directory)):
+                continue
+            with os.scandir(directory) as entries:
+                pending.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            continue
