@@ -2,18 +2,24 @@
 
 The episodes run through the embedded gateway, the ReAct harness, local sandboxes started
 through the run's pool (`envs/verifier.py::TaskSandboxes`) and the verifier, with a scripted
-engine (it submits at once; no model runs) and a trainer that only records what it is given.
+engine (`FixingPolicy`: no model runs; it fixes every other task with its gold patch and submits
+the rest at once, so rewards are 1 and 0) and a trainer that only records what it is given.
 Faults are drawn per call from `Faults`, with a seeded generator:
 
 - a sandbox start fails (`SandboxError`) or is slow;
 - a started sandbox dies at one of its first commands (that command and every later call
   raise `SandboxError`);
 - a model call fails in the engine (the gateway answers 500; the client may retry);
-- a task's hidden tests hang past `reward.test_timeout_s` (the verifier times out).
+- a task's hidden tests hang past `reward.test_timeout_s` (the verifier times out);
+- a task's episodes are played by the adversary (`rl/adversary.py`): a scripted agent that,
+  from inside its sandbox, tries to end its session, open and flood sessions, read the
+  operational endpoints, probe other sessions, hold hundreds of connections and lock its files
+  against cleanup. Its sandboxes link to the gateway (`network: gateway`) where bubblewrap runs.
 
 `run_chaos` trains `steps` steps in two calls of the step loop (the second resumes from the
 first one's checkpoint record) and returns a `ChaosReport`: every episode's outcome, the faults
-that fired, the pool's counts, what each step's metrics said, and what outlived the run. Used by
+that fired, the pool's counts, what each step's metrics said, the sessions the gateway opened,
+and what outlived the run. Used by
 `tests/core/rl/test_chaos.py` (small) and `bench/chaos.py` (>= 256 episodes).
 """
 
@@ -35,14 +41,15 @@ from uni_agent_core.sandbox.local import SANDBOX_DIR_PREFIX
 from uni_agent_core.types import RolloutResult, TaskSpec
 
 CHAOS_RECIPE_OVERRIDES = (
+    "gateway.sampling.max_tokens=1024",
     "harness.max_turns=2",
     "reward.test_timeout_s=1",
     "sandbox.start_backoff_s=0.01",
     "sandbox.start_retries=2",
     "trainer.mode=sync",
 )
-"""The chaos run's setting over `recipes/ci-smoke.yaml`: short episodes, a short test
-timeout, fast retries."""
+"""The chaos run's setting over `recipes/ci-smoke.yaml`: short episodes (room for a gold patch
+in one reply), a short test timeout, fast retries."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,8 @@ class Faults:
     """A model call raises in the engine."""
     hanging_tests: float = 0.0
     """A task's hidden tests hang (each task drawn once)."""
+    adversarial: float = 0.0
+    """A task's episodes are played by the adversary (each task drawn once)."""
     seed: int = 0
 
 
@@ -76,6 +85,28 @@ class FaultInjector:
         if fires:
             self.fired[kind] += 1
         return fires
+
+
+class FixingPolicy:
+    """The scripted engine's replies: for a task in `fixable`, one shell call that applies its
+    gold patch, then `submit`; for any other, `submit` at once. The task is recognised by its
+    statement in the prompt."""
+
+    DONE = "agent-rl-scripted-fix-applied"
+    """Echoed after the patch: once the prompt shows it, the policy submits."""
+
+    def __init__(self, tasks: Sequence[TaskSpec], fixable: set[str]) -> None:
+        self.tasks = list(tasks)
+        self.fixable = fixable
+
+    def __call__(self, index: int, prompt: str) -> str:
+        from uni_agent_core.rl.sft import tool_call
+
+        task = next((t for t in self.tasks if t.problem_statement in prompt), None)
+        if task is None or task.instance_id not in self.fixable or self.DONE in prompt:
+            return tool_call("submit", {})
+        command = f"git apply <<'PATCH'\n{task.patch}PATCH\necho {self.DONE}"
+        return tool_call("shell", {"command": command})
 
 
 class FaultySandbox:
@@ -171,6 +202,11 @@ class ChaosReport:
     leftover_cgroups: list[str] = field(default_factory=list)
     """This process's sandbox cgroups still present after the run (where cgroups are used)."""
     hanging_tasks: set[str] = field(default_factory=set)
+    adversarial_tasks: set[str] = field(default_factory=set)
+    sessions_created: int = 0
+    """Sessions the gateway opened over the run (the driver opens one per episode)."""
+    sessions_left: int = 0
+    """Sessions still open when the run ended."""
 
     def outcomes(self) -> Counter[str]:
         return Counter(result.exit_reason.value for result in self.episodes)
@@ -221,7 +257,7 @@ async def run_chaos(
     from uni_agent_core.envs.verifier import TaskSandboxes
     from uni_agent_core.gateway.embedded import serving_gateway
     from uni_agent_core.inference.scripted import ScriptedEngine
-    from uni_agent_core.rl.sft import tool_call
+    from uni_agent_core.rl.adversary import adversary_harness
     from uni_agent_core.rl.step_loop import StepLoop
     from uni_agent_core.rl.step_records import Checkpointer, RunSummary, StepRecorder
     from uni_agent_core.rollout.build import (
@@ -248,6 +284,14 @@ async def run_chaos(
     hanging = {task_id for task_id in sorted(tasks) if injector.draw("hanging_tests")}
     for task_id in hanging:
         tasks[task_id] = tasks[task_id].model_copy(update={"test_cmd": "sleep 30"})
+    adversarial = {
+        task_id
+        for task_id in (sorted(tasks) if faults.adversarial else ())  # no draws: same faults
+        if injector.draw("adversarial")
+    }
+    adversary = adversary_harness().model_dump(mode="json")
+    for task_id in adversarial:
+        tasks[task_id] = tasks[task_id].model_copy(update={"harness": adversary})
 
     class FaultyEngine(ScriptedEngine):
         async def generate(self, request: Any) -> Any:
@@ -257,7 +301,7 @@ async def run_chaos(
 
     tokenizer = build_tokenizer(recipe)
     engine = FaultyEngine(tokenizer)
-    engine.respond = lambda index, prompt: tool_call("submit", {})
+    engine.respond = FixingPolicy(list(tasks.values()), set(sorted(tasks)[::2]))
     manager = build_session_manager(recipe, engine, tokenizer)
     trainer = ChaosTrainer()
     saved: list[dict[str, Any]] = []
@@ -306,6 +350,7 @@ async def run_chaos(
             )
             await loop.run(start_step)
             launched_total = loop.launched
+        sessions_left = len(manager)  # before the gateway closes what is left
     seconds = time.perf_counter() - started
     await asyncio.sleep(0.1)  # let killed processes be reaped
     return ChaosReport(
@@ -323,4 +368,7 @@ async def run_chaos(
         leftover_processes=_children(),
         leftover_cgroups=_own_cgroups(),
         hanging_tasks=hanging,
+        adversarial_tasks=adversarial,
+        sessions_created=manager.metrics.sessions_created,
+        sessions_left=sessions_left,
     )
