@@ -48,6 +48,7 @@ from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.factory import HarnessAssignment, build_harness
 from uni_agent_core.rollout.build import build_sandbox_factory
 from uni_agent_core.sandbox.base import SandboxError
+from uni_agent_core.sandbox.gateway_link import descriptor_budget_problem
 from uni_agent_core.sandbox.git_hygiene import GitHygieneError
 from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec, ToolCall
 
@@ -90,6 +91,9 @@ class RolloutDriver:
         """Each task's environment (`TaskSpec.env`), built once per run."""
         self.max_total_tokens = max_total_tokens
         self.limit = asyncio.Semaphore(max_concurrency)
+        budget = descriptor_budget_problem(max_concurrency)
+        if budget is not None:
+            logger.warning("%s", budget)
         self.errors: Counter[str] = Counter()
         """Episodes ended by infrastructure failures, by exception type."""
 

@@ -255,6 +255,25 @@ class GatewayLink:
                     await both
 
 
+DESCRIPTORS_PER_CONNECTION = 3
+"""Host descriptors one linked connection holds: its socket, the pipe's connection to the
+gateway, and the gateway's end of that connection (same process when embedded)."""
+
+
+def descriptor_budget_problem(sandboxes: int) -> str | None:
+    """Why `sandboxes` linked sandboxes at once could run this process out of descriptors
+    (their links full, with half the limit left for everything else), or None."""
+    needed = sandboxes * MAX_CONNECTIONS * DESCRIPTORS_PER_CONNECTION
+    limit = raise_open_files_limit()
+    if needed <= limit // 2:
+        return None
+    return (
+        f"{sandboxes} sandboxes at once may hold {needed} descriptors through their gateway "
+        f"links ({MAX_CONNECTIONS} connections each), over half of this process's limit of "
+        f"{limit}: raise it (`ulimit -n`) or run fewer episodes at once"
+    )
+
+
 @functools.cache
 def raise_open_files_limit() -> int:
     """Raises this process's soft limit on open descriptors to its hard one (once); returns

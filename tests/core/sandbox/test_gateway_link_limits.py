@@ -8,7 +8,11 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from uni_agent_core.sandbox.gateway_link import GatewayLink, raise_open_files_limit
+from uni_agent_core.sandbox.gateway_link import (
+    GatewayLink,
+    descriptor_budget_problem,
+    raise_open_files_limit,
+)
 
 
 async def _echo_server() -> tuple[asyncio.Server, int]:
@@ -89,3 +93,10 @@ def test_the_descriptor_limit_is_raised_to_the_hard_one() -> None:
     import resource
 
     assert raise_open_files_limit() == resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
+def test_a_concurrency_the_descriptor_limit_cannot_hold_is_named() -> None:
+    limit = raise_open_files_limit()
+    assert descriptor_budget_problem(1) is None
+    problem = descriptor_budget_problem(limit)
+    assert problem is not None and "ulimit -n" in problem
