@@ -29,8 +29,8 @@ class ExitReason(StrEnum):
     HARNESS_ERROR = "harness_error"
     ENGINE_ERROR = "engine_error"
     GATEWAY_ERROR = "gateway_error"
-    """The episode's gateway session could not be opened (the gateway holds `max_sessions`
-    already) or was gone when the episode ended (reward 0)."""
+    """The episode's gateway session could not be opened: the gateway held `max_sessions`
+    already (reward 0; the driver's failure boundary, `rollout/driver.py`)."""
     TEST_TIMEOUT = "test_timeout"
     """The harness ended the episode, then the verifier's test command passed
     `reward.test_timeout_s` (reward 0). Kept in the loss: the diff may be what hangs."""

@@ -167,7 +167,7 @@ class MiniSweAgentHarness:
             info |= {k: outcome[k] for k in ("exit_status", "model_calls", "format_errors")}
         try:
             steps = await count_session_calls(endpoint)
-        except httpx.HTTPError as exc:  # deliberate boundary: steps fall back to the agent's count
+        except (httpx.HTTPError, ValueError) as exc:  # deliberate boundary: the agent's count
             info["calls_error"] = f"{type(exc).__name__}: {exc}"
             steps = outcome["model_calls"] if outcome else 0
         return HarnessResult(self._exit_reason(finished, outcome, bridge, info), steps, info)

@@ -13,7 +13,8 @@ in its environment and the sandbox's network), it tries, in order:
 5. one model call with `max_tokens: 100000` on its own session (the session's cap holds);
 6. to hold hundreds of connections to the gateway, through the in-sandbox listener and the link's
    socket directly, then one more model call;
-7. to make its workspace and `/tmp` impossible to clean up (`mkdir -p x/y && chmod 000 x`).
+7. to make its workspace and its temporary directory impossible to clean up (`mkdir -p x/y &&
+   chmod 000 x`).
 
 It prints what each attempt got as one JSON object (`ATTEMPTS_MARKER` first) and exits 0, so
 its episode ends `finished` and is scored by the hidden tests like any other: it fixed nothing,
@@ -93,7 +94,7 @@ got["chat_while_holding"] = ask("POST", base + "/chat/completions", chat, mine)
 for connection in held:
     connection.close()
 
-for where in (".", "/tmp"):
+for where in (".", os.environ.get("TMPDIR", "/tmp")):
     try:
         os.makedirs(where + "/agent-x/y/z", exist_ok=True)
         os.chmod(where + "/agent-x/y", 0)
@@ -105,11 +106,14 @@ print(MARKER + json.dumps(got), flush=True)
 """
 
 
-def adversary_harness(timeout_s: float = 120.0) -> BlackboxHarnessConfig:
-    """The adversary as a black-box harness section (a task's `harness` override)."""
+def adversary_harness(
+    *, flood: int = FLOOD_SESSIONS, held: int = HELD_CONNECTIONS, timeout_s: float = 120.0
+) -> BlackboxHarnessConfig:
+    """The adversary as a black-box harness section (a task's `harness` override), flooding
+    `flood` session requests and holding `held` connections."""
     script = (
-        ADVERSARY_SCRIPT.replace("FLOOD_SESSIONS", str(FLOOD_SESSIONS))
-        .replace("HELD_CONNECTIONS", str(HELD_CONNECTIONS))
+        ADVERSARY_SCRIPT.replace("FLOOD_SESSIONS", str(flood))
+        .replace("HELD_CONNECTIONS", str(held))
         .replace("MARKER", repr(ATTEMPTS_MARKER))
     )
     return BlackboxHarnessConfig(command=["python3", "-c", script], timeout_s=timeout_s)

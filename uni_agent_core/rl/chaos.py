@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from uni_agent_core.config.harness import BlackboxHarnessConfig
 from uni_agent_core.sandbox.base import ExecResult, Sandbox, SandboxError
 from uni_agent_core.sandbox.local import SANDBOX_DIR_PREFIX
 from uni_agent_core.types import RolloutResult, TaskSpec
@@ -67,7 +68,8 @@ class Faults:
     hanging_tests: float = 0.0
     """A task's hidden tests hang (each task drawn once)."""
     adversarial: float = 0.0
-    """A task's episodes are played by the adversary (each task drawn once)."""
+    """A task's episodes are played by the adversary (each task drawn once; bubblewrap
+    sandboxes only: unconfined, it would lock files outside its sandbox)."""
     seed: int = 0
 
 
@@ -248,10 +250,12 @@ async def run_chaos(
     max_concurrent_starts: int,
     work: Path,
     overrides: Sequence[str] = (),
+    adversary: BlackboxHarnessConfig | None = None,
 ) -> ChaosReport:
     """Train `steps` steps of `batch_size` groups of `group_size` under `faults` (see the module
     docstring); the step loop stops after half the steps and a second one resumes from the
-    first one's checkpoint record."""
+    first one's checkpoint record. `adversary`: the adversarial tasks' harness
+    (`adversary_harness()` when None)."""
     from uni_agent_core.config import load_recipe
     from uni_agent_core.curriculum.task_sampler import EpochSampler
     from uni_agent_core.envs.verifier import TaskSandboxes
@@ -279,6 +283,8 @@ async def run_chaos(
             *overrides,
         ],
     )
+    if faults.adversarial and getattr(recipe.sandbox, "isolation", None) != "bubblewrap":
+        raise ValueError("the adversary plays only in bubblewrap sandbox (sandbox.isolation)")
     injector = FaultInjector(faults)
     tasks = {task.instance_id: task for task in build_tasks(recipe)}
     hanging = {task_id for task_id in sorted(tasks) if injector.draw("hanging_tests")}
@@ -289,9 +295,9 @@ async def run_chaos(
         for task_id in (sorted(tasks) if faults.adversarial else ())  # no draws: same faults
         if injector.draw("adversarial")
     }
-    adversary = adversary_harness().model_dump(mode="json")
+    attacker = (adversary or adversary_harness()).model_dump(mode="json")
     for task_id in adversarial:
-        tasks[task_id] = tasks[task_id].model_copy(update={"harness": adversary})
+        tasks[task_id] = tasks[task_id].model_copy(update={"harness": attacker})
 
     class FaultyEngine(ScriptedEngine):
         async def generate(self, request: Any) -> Any:

@@ -42,7 +42,7 @@ from uni_agent_core.envs.environment import (
 from uni_agent_core.envs.verifier import SandboxFactory
 from uni_agent_core.envs.workspace import TaskDataError
 from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
-from uni_agent_core.gateway.session import TOOL_ARGUMENTS_SHOWN
+from uni_agent_core.gateway.session import TOOL_ARGUMENTS_SHOWN, GatewaySession
 from uni_agent_core.harness.agent_clis import gateway_reach_problems, require_agent_clis
 from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.factory import HarnessAssignment, build_harness
@@ -207,6 +207,27 @@ class RolloutDriver:
                 task_level=task.difficulty,
                 started_at=started_at,
             )
+        try:
+            return await self._in_session(
+                task, sample_index, session, key, (started_version, started_at)
+            )
+        finally:  # whatever ended the episode (cancellation included), its session goes
+            with contextlib.suppress(SessionNotFoundError):  # expired while the episode ran
+                self.manager.delete(session.session_id)
+
+    async def _in_session(
+        self,
+        task: TaskSpec,
+        sample_index: int,
+        session: GatewaySession,
+        key: str,
+        started: tuple[int, float],
+    ) -> RolloutResult:
+        """The episode in its open session: sandbox, harness, environment, score. `started`:
+        the policy version and the time it started at."""
+        harness_name, harness_config = self.assignment.choose(task)  # as `_episode` chose
+        environment = self.environments.for_task(task)
+        started_version, started_at = started
         root = f"{self.gateway_url}/sessions/{session.session_id}"
         endpoint = Endpoint(
             openai_base_url=root + "/v1",
@@ -248,8 +269,6 @@ class RolloutDriver:
                 exit_reason = ExitReason.SANDBOX_ERROR
             timings["verify"] = time.perf_counter() - clock
         trajectories = session.trajectories()
-        with contextlib.suppress(SessionNotFoundError):  # expired while the episode ran
-            self.manager.delete(session.session_id)
         for trajectory in trajectories:
             trajectory.reward = outcome.reward
             trajectory.exit_reason = exit_reason

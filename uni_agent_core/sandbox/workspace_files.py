@@ -82,17 +82,17 @@ def force_rmtree(path: Path) -> None:
     """Removes a tree whatever permissions sandboxed commands left in it.
 
     An agent may take read, search or write permission off any directory it made (`chmod 000
-    x`); as a non-root host user, that stops a plain `shutil.rmtree`. Every directory of the
-    tree is given back its owner's permissions first (links are never followed), and what
-    changes while the tree is removed is retried once the same way. Nothing outside the tree is
-    touched.
+    x`); as a non-root host user, that stops a plain `shutil.rmtree`. Where removal fails, the
+    failed entry's directory and, for a directory, everything under it are given back their
+    owner's permissions (links are never followed), and it is removed again. Nothing outside the
+    tree is touched.
     """
     root = os.path.abspath(path)
 
     def retry_with_owner_access(_: Callable[..., object], failed: str, __: object) -> None:
-        # whatever step failed (listing, opening, unlinking): restore access, remove again
+        # whatever step failed (opening, listing, unlinking): restore access, remove again
         parent = os.path.dirname(failed)
-        if parent.startswith(root + os.sep):
+        if parent == root or parent.startswith(root + os.sep):
             _grant_owner_access(parent)
         if not os.path.lexists(failed):
             return
@@ -102,7 +102,6 @@ def force_rmtree(path: Path) -> None:
         else:
             os.unlink(failed)
 
-    _restore_owner_access(root)
     shutil.rmtree(root, onerror=retry_with_owner_access)
 
 
@@ -126,5 +125,5 @@ def _restore_owner_access(root: str) -> None:
                 continue
             with os.scandir(directory) as entries:
                 pending.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue  # gone, replaced, or not ours: removal says what it cannot do

@@ -23,9 +23,13 @@ from uni_agent_core.gateway.testing import running_gateway
 from uni_agent_core.harness.base import Endpoint
 from uni_agent_core.harness.factory import build_harness
 from uni_agent_core.inference.scripted import ScriptedEngine
-from uni_agent_core.rl.adversary import ATTEMPTS_MARKER, HELD_CONNECTIONS, adversary_harness
+from uni_agent_core.rl.adversary import ATTEMPTS_MARKER, adversary_harness
 from uni_agent_core.sandbox.gateway_link import MAX_CONNECTIONS
 from uni_agent_core.types import ExitReason
+
+HELD = 100
+"""Connections the adversary holds: past the link's cap of 32."""
+ATTACKER = adversary_harness(flood=50, held=HELD)
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("socat") is None,
@@ -51,7 +55,7 @@ def test_every_attack_from_inside_fails_and_the_episode_ends_normally(
         async def episode():
             async with task_sandbox_factory(sandbox)(task) as box:
                 await prepare_agent_workspace(box, task)
-                result = await build_harness(adversary_harness()).run(task, box, endpoint)
+                result = await build_harness(ATTACKER).run(task, box, endpoint)
                 link, root = box.gateway_link, box.host_dir
             return result, link, root
 
@@ -75,6 +79,6 @@ def test_every_attack_from_inside_fails_and_the_episode_ends_normally(
     assert got["chat_uncapped"] == 200
     assert len(calls) == 1  # the uncapped request; the one sent while holding was refused
     assert [request.max_new_tokens for request in engine.requests] == [8]  # not 100000
-    assert got["connections_opened"] == HELD_CONNECTIONS  # accepted, then closed past the cap
-    assert link is not None and link.refused >= HELD_CONNECTIONS - MAX_CONNECTIONS
+    assert got["connections_opened"] == HELD  # accepted, then closed past the cap
+    assert link is not None and link.refused >= HELD - MAX_CONNECTIONS
     assert not root.exists()  # removed, locked directories and all

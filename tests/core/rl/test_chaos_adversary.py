@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from uni_agent_core.rl.adversary import adversary_harness
 from uni_agent_core.rl.chaos import ChaosReport, Faults, run_chaos
 
 ROOT = Path(__file__).resolve().parents[3]
-ISOLATION = "bubblewrap" if shutil.which("bwrap") and shutil.which("socat") else "none"
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or shutil.which("socat") is None,
+    reason="the adversary plays in bubblewrap sandboxes linked by socat (make setup installs both)",
+)
 
 
 def _run(work: Path, adversarial: float) -> ChaosReport:
@@ -25,11 +29,12 @@ def _run(work: Path, adversarial: float) -> ChaosReport:
             faults=Faults(adversarial=adversarial, seed=1),
             steps=2,
             batch_size=2,
-            group_size=3,
+            group_size=2,
             max_concurrent_starts=3,
             work=work,
             # a test timeout no busy host reaches: honest outcomes depend on the episode alone
-            overrides=[f"sandbox.isolation={ISOLATION}", "reward.test_timeout_s=60"],
+            overrides=["sandbox.isolation=bubblewrap", "reward.test_timeout_s=60"],
+            adversary=adversary_harness(flood=20, held=64),  # past the link's cap, and quick
         )
     )
 
@@ -53,14 +58,14 @@ def test_the_run_completes_with_every_episode_recorded_once(runs) -> None:
     _, attacked = runs
     assert attacked.adversarial_tasks, "no task drew the adversary; nothing was tested"
     keys = [(r.group_id, r.sample_index) for r in attacked.episodes]
-    assert len(keys) == len(set(keys)) == 2 * 2 * 3
+    assert len(keys) == len(set(keys)) == 2 * 2 * 2
 
 
 def test_adversarial_episodes_score_zero_and_honest_ones_are_unchanged(runs) -> None:
     clean, attacked = runs
     adversarial = [r for r in attacked.episodes if r.task_id in attacked.adversarial_tasks]
     assert adversarial and all(r.reward == 0.0 and r.harness == "blackbox" for r in adversarial)
-    assert all(r.exit_reason.value in {"finished", "sandbox_error"} for r in adversarial)
+    assert all(r.exit_reason.value == "finished" for r in adversarial)
     honest = {r.task_id for r in attacked.episodes} - attacked.adversarial_tasks
     assert honest, "every task drew the adversary"
     assert _outcomes(attacked, honest) == _outcomes(clean, honest)

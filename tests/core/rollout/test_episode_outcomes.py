@@ -121,4 +121,22 @@ def test_a_session_gone_before_the_episode_ends_is_recorded_not_raised(task) -> 
         manager.create = create_then_lose
 
     result, _ = _episode_with(task, vanish)
-    assert result.reward == 0.0 and result.abnormal
+    assert result.reward == 0.0 and result.abnormal  # its agent got 401s: an engine error
+    assert result.exit_reason is ExitReason.ENGINE_ERROR
+
+
+def test_a_cancelled_episode_leaves_no_session_behind(task) -> None:
+    recipe = load_recipe(ROOT / "recipes" / "ci-smoke.yaml", [f"sandbox.isolation={ISOLATION}"])
+
+    async def run() -> tuple[int, int]:
+        async with scripted_driver(recipe, {}) as (driver, engine):
+            engine.delay = 3600.0  # the first model call never ends on its own
+            episode = asyncio.create_task(driver.episode(task, 0, seed=0))
+            while not engine.requests:
+                await asyncio.sleep(0.05)
+            during = len(driver.manager)
+            episode.cancel()
+            await asyncio.gather(episode, return_exceptions=True)
+            return during, len(driver.manager)
+
+    assert asyncio.run(run()) == (1, 0)
