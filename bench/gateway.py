@@ -310,6 +310,7 @@ class Server:
         self.base = f"http://127.0.0.1:{port}"
         self.control_key = new_control_key()
         """The server's control key (session create, read and delete)."""
+        self.control_headers = {"Authorization": f"Bearer {self.control_key}"}
         fd, name = tempfile.mkstemp(prefix="gateway-bench-", suffix=".log")
         os.close(fd)
         self._log = Path(name)
@@ -509,8 +510,7 @@ async def http_phase(
     """
     result = PhaseResult(sessions=sessions)
     async with contextlib.AsyncExitStack() as stack:
-        control = {"Authorization": f"Bearer {server.control_key}"}
-        admin = await stack.enter_async_context(http_client(100, control))
+        admin = await stack.enter_async_context(http_client(100, server.control_headers))
         connections = [
             await stack.enter_async_context(LeanConnection("127.0.0.1", server.port))
             for _ in range(sessions)
@@ -562,7 +562,7 @@ async def check_http_tito(
 
 
 async def http_close(server: Server, live: list[HttpSession]) -> None:
-    async with http_client(100, {"Authorization": f"Bearer {server.control_key}"}) as client:
+    async with http_client(100, server.control_headers) as client:
         await close_sessions(client, server.base, live)
 
 

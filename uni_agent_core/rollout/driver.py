@@ -27,7 +27,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 
-from uni_agent_core.config.harness import HarnessConfig
+from uni_agent_core.config.harness import HarnessConfig, LeafHarnessConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.reward import RewardConfig
 from uni_agent_core.envs.environment import (
@@ -209,7 +209,13 @@ class RolloutDriver:
             )
         try:
             return await self._in_session(
-                task, sample_index, session, key, (started_version, started_at)
+                task,
+                sample_index,
+                session,
+                key,
+                harness=(harness_name, harness_config),
+                environment=environment,
+                started=(started_version, started_at),
             )
         finally:  # whatever ended the episode (cancellation included), its session goes
             with contextlib.suppress(SessionNotFoundError):  # expired while the episode ran
@@ -221,12 +227,15 @@ class RolloutDriver:
         sample_index: int,
         session: GatewaySession,
         key: str,
+        *,
+        harness: tuple[str, LeafHarnessConfig],
+        environment: TaskEnvironment,
         started: tuple[int, float],
     ) -> RolloutResult:
-        """The episode in its open session: sandbox, harness, environment, score. `started`:
-        the policy version and the time it started at."""
-        harness_name, harness_config = self.assignment.choose(task)  # as `_episode` chose
-        environment = self.environments.for_task(task)
+        """The episode in its open session: sandbox, harness, environment, score. `harness`:
+        the name and section `_episode` chose; `started`: the policy version and the time it
+        started at."""
+        harness_name, harness_config = harness
         started_version, started_at = started
         root = f"{self.gateway_url}/sessions/{session.session_id}"
         endpoint = Endpoint(

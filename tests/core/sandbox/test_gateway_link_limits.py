@@ -5,7 +5,9 @@ are closed as they arrive, and silent ones are closed after the idle timeout."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from uni_agent_core.sandbox.gateway_link import (
@@ -26,12 +28,18 @@ async def _echo_server() -> tuple[asyncio.Server, int]:
     return server, server.sockets[0].getsockname()[1]
 
 
-async def _linked(**limits: float) -> tuple[GatewayLink, asyncio.Server]:
+@contextlib.asynccontextmanager
+async def _linked(**limits: float) -> AsyncIterator[GatewayLink]:
+    """A started link to an echo server (short socket path: AF_UNIX allows 108 bytes)."""
     upstream, port = await _echo_server()
     link = GatewayLink(Path(tempfile.mkdtemp(prefix="link-")) / "g.sock", socat="socat", **limits)
     link.connect("127.0.0.1", port)
     await link.start()
-    return link, upstream
+    try:
+        yield link
+    finally:
+        await link.close()
+        upstream.close()
 
 
 async def _closed_by_peer(reader: asyncio.StreamReader) -> bool:
@@ -43,8 +51,7 @@ async def _closed_by_peer(reader: asyncio.StreamReader) -> bool:
 
 def test_connections_past_the_cap_are_closed_and_counted() -> None:
     async def main() -> None:
-        link, upstream = await _linked(max_connections=4)
-        try:
+        async with _linked(max_connections=4) as link:
             held = [await asyncio.open_unix_connection(link.socket_path) for _ in range(4)]
             for reader, writer in held:  # each of the first four is piped through
                 writer.write(b"ping")
@@ -59,17 +66,13 @@ def test_connections_past_the_cap_are_closed_and_counted() -> None:
             assert await asyncio.wait_for(reader.readexactly(4), timeout=2) == b"pong"
             for _, w in [*held[1:], *extra, (reader, writer)]:
                 w.close()
-        finally:
-            await link.close()
-            upstream.close()
 
     asyncio.run(main())
 
 
 def test_a_silent_connection_is_closed_after_the_idle_timeout() -> None:
     async def main() -> None:
-        link, upstream = await _linked(idle_timeout_s=0.3)
-        try:
+        async with _linked(idle_timeout_s=0.3) as link:
             busy_reader, busy = await asyncio.open_unix_connection(link.socket_path)
             silent_reader, silent = await asyncio.open_unix_connection(link.socket_path)
             for _ in range(6):  # 0.6 s of traffic on one, nothing on the other
@@ -82,9 +85,6 @@ def test_a_silent_connection_is_closed_after_the_idle_timeout() -> None:
             assert await asyncio.wait_for(busy_reader.readexactly(1), timeout=2) == b"y"
             busy.close()
             silent.close()
-        finally:
-            await link.close()
-            upstream.close()
 
     asyncio.run(main())
 
