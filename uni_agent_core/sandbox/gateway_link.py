@@ -25,6 +25,10 @@ to the gateway, the gateway's end), not the process's whole budget, so one sandb
 the gateway or another sandbox. The first link raises the process's soft descriptor limit to
 its hard one. `socat` comes from the host's `/usr`
 (bound read-only in every sandbox): `find_socat` says how to install it where it is missing.
+
+A Unix socket's path holds at most `MAX_SOCKET_PATH_BYTES`: a sandbox directory deep in a run
+directory (or a test's temporary one) can pass it, so such a link listens in a short directory of
+its own under the system's temporary directory instead, removed with the link.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import os
 import resource
 import shlex
 import shutil
+import tempfile
 import time
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
@@ -54,6 +59,9 @@ MAX_CONNECTIONS = 32
 IDLE_TIMEOUT_S = 600.0
 """A connection with no bytes either way for this long is closed (longer than any one
 generation: a non-streamed reply is silent until it is whole)."""
+
+MAX_SOCKET_PATH_BYTES = 107
+"""The longest path a Unix socket binds to (`sun_path` is 108 bytes with its terminating NUL)."""
 
 _CHUNK = 1 << 16
 _LISTEN_WAIT_TRIES = 400
@@ -127,10 +135,19 @@ class GatewayLink:
         """The gateway's port (the in-sandbox listener takes the same one)."""
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
+        self._short_dir: Path | None = None
 
     async def start(self) -> None:
-        """Listen on the host-side socket (mode 0666: the sandbox's `nobody` connects)."""
+        """Listen on the host-side socket (mode 0666: the sandbox's `nobody` connects).
+
+        A `socket_path` longer than a Unix socket allows is replaced by one in a short directory
+        of the link's own (`socket_path` then names it).
+        """
         raise_open_files_limit()
+        if len(os.fsencode(self.socket_path)) > MAX_SOCKET_PATH_BYTES:
+            self._short_dir = Path(tempfile.mkdtemp(prefix="agent-rl-link-"))
+            self._short_dir.chmod(0o755)  # the sandbox's `nobody` reaches the socket through it
+            self.socket_path = self._short_dir / self.socket_path.name
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path))
         os.chmod(self.socket_path, 0o666)
 
@@ -204,6 +221,9 @@ class GatewayLink:
             await asyncio.gather(*self._pipes, return_exceptions=True)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
+        if self._short_dir is not None:
+            shutil.rmtree(self._short_dir, ignore_errors=True)
+            self._short_dir = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._pipes) >= self.max_connections:

@@ -29,10 +29,13 @@ async def _echo_server() -> tuple[asyncio.Server, int]:
 
 
 @contextlib.asynccontextmanager
-async def _linked(**limits: float) -> AsyncIterator[GatewayLink]:
-    """A started link to an echo server (short socket path: AF_UNIX allows 108 bytes)."""
+async def _linked(
+    socket_path: Path | None = None, **limits: float
+) -> AsyncIterator[GatewayLink]:
+    """A started link to an echo server (by default in a fresh temporary directory)."""
     upstream, port = await _echo_server()
-    link = GatewayLink(Path(tempfile.mkdtemp(prefix="link-")) / "g.sock", socat="socat", **limits)
+    path = socket_path or Path(tempfile.mkdtemp(prefix="link-")) / "g.sock"
+    link = GatewayLink(path, socat="socat", **limits)
     link.connect("127.0.0.1", port)
     await link.start()
     try:
@@ -100,3 +103,29 @@ def test_a_concurrency_the_descriptor_limit_cannot_hold_is_named() -> None:
     assert descriptor_budget_problem(1) is None
     problem = descriptor_budget_problem(limit)
     assert problem is not None and "ulimit -n" in problem
+
+
+def test_a_socket_path_too_long_for_unix_sockets_moves_to_a_short_directory(tmp_path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    wanted = deep / "gateway.sock"
+    assert len(str(wanted)) > 108  # AF_UNIX would refuse to bind it
+
+    async def main() -> Path:
+        async with _linked(wanted) as link:
+            assert link.socket_path != wanted and link.socket_path.name == "gateway.sock"
+            assert len(str(link.socket_path)) <= 107
+            assert link.bwrap_options() == [
+                "--ro-bind",
+                str(link.socket_path),
+                "/run/agent-rl/gateway.sock",
+            ]
+            reader, writer = await asyncio.open_unix_connection(link.socket_path)
+            writer.write(b"ping")
+            assert await asyncio.wait_for(reader.readexactly(4), timeout=2) == b"ping"
+            writer.close()
+            return link.socket_path.parent
+
+    short_dir = asyncio.run(main())
+    assert not short_dir.exists()  # removed with the link
+    assert not wanted.exists()
