@@ -75,14 +75,20 @@ $(STAMP): pyproject.toml Makefile
 
 # Lint and the import layers (seconds), then the type checker (`mypy` on uni_agent_core,
 # configured under [tool.mypy] in pyproject.toml) beside the tests: mypy runs in the background
-# on the second core and prints only when it ends, so `make test` takes the tests' time rather
-# than the sum. Both must pass. The slowest tests are listed at the end.
+# and prints only when it ends, so `make test` takes the tests' time rather than the sum. Both
+# must pass. The tests run on two pytest-xdist workers, a module at a time, the modules with
+# `slow` tests first (tests/conftest.py); PYTEST_WORKERS=0 runs them in this process. The
+# package's bytecode is compiled first: where PYTHONDONTWRITEBYTECODE is set, every process the
+# tests start would compile it again. The slowest tests are listed at the end.
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	@echo "$(BIN)/mypy & $(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS)"
+	@$(BIN)/python -m compileall -q uni_agent_core flows tests > /dev/null
+	@echo "$(BIN)/mypy & $(BIN)/python -m pytest -q --durations=15 $(PYTEST_XDIST) $(PYTEST_ARGS)"
 	@$(BIN)/mypy & types=$$!; \
-	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS); tests=$$?; \
+	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_XDIST) $(PYTEST_ARGS); tests=$$?; \
 	wait $$types; typed=$$?; \
 	if [ $$typed -ne 0 ]; then echo "make test: mypy found type errors (above)"; fi; \
 	exit $$(( tests != 0 || typed != 0 ))

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from uni_agent_core import prefect_stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +29,7 @@ def _prefect(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_stack_up_registers_pools_and_deployments_and_down_stops_it(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:

@@ -21,6 +21,7 @@ def _local(tmp_path) -> tuple[str, list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_train_flow_runs_every_stage(prefect_server, tmp_path, monkeypatch) -> None:
     from flows.train import train
 
@@ -60,6 +61,7 @@ def test_bad_recipes_fail_before_any_stage(prefect_server, tmp_path, monkeypatch
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_warm_start_and_before_after_eval_share_the_mlflow_run(
     prefect_server, tmp_path, monkeypatch
 ) -> None:

@@ -29,7 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY_VERL = str(ROOT / "recipes" / "tiny-verl-gpu.yaml")
 ISOLATION = "bubblewrap" if shutil.which("bwrap") else "none"
 STEPS = 2
-pytestmark = pytest.mark.filterwarnings("ignore:.* engine is not available:UserWarning")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:.* engine is not available:UserWarning"),
+]
 
 
 @task(name="train")

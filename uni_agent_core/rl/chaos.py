@@ -200,7 +200,7 @@ class ChaosReport:
     leftover_sandboxes: list[str] = field(default_factory=list)
     """This process's local sandbox directories still on disk after the run."""
     leftover_processes: list[int] = field(default_factory=list)
-    """Child processes of this one still alive after the run."""
+    """Child processes of this one started during the run and still alive after it."""
     leftover_cgroups: list[str] = field(default_factory=list)
     """This process's sandbox cgroups still present after the run (where cgroups are used)."""
     hanging_tasks: set[str] = field(default_factory=set)
@@ -317,6 +317,7 @@ async def run_chaos(
             saved.append({"step": step, **{k: v for k, v in state.items() if k != "model"}})
             return work / f"step-{step}"
 
+    children_before = set(_children())  # a caller's own servers are not the run's
     started = time.perf_counter()
     summary = RunSummary(run_dir=work, start_step=0, steps=0)
     async with serving_gateway(manager) as url:
@@ -371,7 +372,7 @@ async def run_chaos(
             path.name
             for path in Path(tempfile.gettempdir()).glob(f"{SANDBOX_DIR_PREFIX}{os.getpid()}-*")
         ),
-        leftover_processes=_children(),
+        leftover_processes=[pid for pid in _children() if pid not in children_before],
         leftover_cgroups=_own_cgroups(),
         hanging_tasks=hanging,
         adversarial_tasks=adversarial,

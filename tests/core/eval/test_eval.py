@@ -139,6 +139,7 @@ def test_concurrency_is_the_recipes_unless_the_caller_names_one(tmp_path) -> Non
     assert (default.concurrency, named.concurrency) == (7, 2)
 
 
+@pytest.mark.slow
 def test_killed_cli_evaluation_resumes_to_the_same_summary(tmp_path) -> None:
     command = [
         sys.executable,

@@ -284,6 +284,7 @@ def _free_port() -> int:
     return free_port()
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_server_within_seconds_while_it_generates() -> None:
     # The test needs a generation still running when the grace period ends. The tiny policy's
     # greedy reply is not the same from one server start to the next (its random-init logits

@@ -73,6 +73,7 @@ def test_the_step_limit_ends_with_max_turns(scripted, fns) -> None:
     assert result.steps == 2 and result.info["exit_status"] == "LimitsExceeded"
 
 
+@pytest.mark.slow
 def test_failures_map_to_exit_reasons(scripted, fns) -> None:
     url, engine, _ = scripted
     harness = MiniSweAgentHarness(MiniSweAgentHarnessConfig(max_turns=10, wall_clock_s=60))

@@ -54,6 +54,7 @@ def _outcomes(report: ChaosReport, tasks: set[str]) -> dict[tuple[str, int], tup
     }
 
 
+@pytest.mark.slow
 def test_the_run_completes_with_every_episode_recorded_once(runs) -> None:
     _, attacked = runs
     assert attacked.adversarial_tasks, "no task drew the adversary; nothing was tested"

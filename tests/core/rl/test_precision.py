@@ -100,6 +100,7 @@ async def _sample(engine: HFEngine, prompts: list[list[int]]) -> list:
         await engine.close()
 
 
+@pytest.mark.slow
 def test_a_bf16_step_agrees_with_a_bf16_engine() -> None:
     """Episodes sampled by a bf16 engine (concurrently: batched, KV-cached kernels) and trained
     by the bf16 trainer: logprob Pearson >= 0.999, and the TIS metrics say how far apart."""

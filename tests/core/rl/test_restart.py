@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import mlflow
+import pytest
 
 from uni_agent_core.config import load_recipe
 from uni_agent_core.rl.run import TrainingRun
@@ -66,6 +67,7 @@ def _train(tmp_path: Path, *overrides: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_a_rerun_after_sigkill_sweeps_sandboxes_restarts_metrics_and_kills_the_mlflow_run(
     tmp_path: Path,
 ) -> None:

@@ -62,6 +62,7 @@ def _metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, capsys) -> None:
     run_dir = tmp_path / "ci-smoke"
     uri = f"sqlite:///{tmp_path}/mlruns.db"
@@ -144,6 +145,7 @@ def test_ci_smoke_recipe_trains_end_to_end_with_consistent_logprobs(tmp_path, ca
     assert any(segment["trainable"] for segment in sample["segments"])
 
 
+@pytest.mark.slow
 def test_colocated_async_run_overlaps_versions_within_the_staleness_bound(tmp_path) -> None:
     overrides = [
         *SMALL,
@@ -182,6 +184,7 @@ def _start(run_dir: Path, steps: int) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(ISOLATION == "none", reason="replays need bubblewrap's fixed workdir")
 def test_sigkilled_run_resumes_with_the_same_losses(tmp_path, same_tasks_everywhere) -> None:
     reference = tmp_path / "reference"
@@ -213,6 +216,7 @@ def test_sigkilled_run_resumes_with_the_same_losses(tmp_path, same_tasks_everywh
         assert ours["train/reward_mean"] == theirs["train/reward_mean"]
 
 
+@pytest.mark.slow
 def test_separate_async_lends_the_idle_trainer_to_the_rollout_replicas(
     tmp_path, same_tasks_everywhere
 ) -> None:

@@ -39,7 +39,10 @@ from uni_agent_core.rundir.checkpoint import save_checkpoint
 from uni_agent_core.rundir.layout import VERL_CHECKPOINTS
 
 ROOT = Path(__file__).resolve().parents[3]
-pytestmark = pytest.mark.filterwarnings("ignore:.* engine is not available:UserWarning")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:.* engine is not available:UserWarning"),
+]
 
 # vLLM on two CPU cores: float32 weights, no graph capture or compilation (it would double the
 # start-up), a 1 GiB KV cache.

@@ -29,9 +29,7 @@ async def _echo_server() -> tuple[asyncio.Server, int]:
 
 
 @contextlib.asynccontextmanager
-async def _linked(
-    socket_path: Path | None = None, **limits: float
-) -> AsyncIterator[GatewayLink]:
+async def _linked(socket_path: Path | None = None, **limits: float) -> AsyncIterator[GatewayLink]:
     """A started link to an echo server (by default in a fresh temporary directory)."""
     upstream, port = await _echo_server()
     path = socket_path or Path(tempfile.mkdtemp(prefix="link-")) / "g.sock"
