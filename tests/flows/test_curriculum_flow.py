@@ -3,6 +3,7 @@
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,3 +47,41 @@ def test_deployments_name_importable_flows_and_the_nightly_schedule() -> None:
         path, name = deployment["entrypoint"].split(":")
         module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
         assert callable(getattr(module, name))
+
+
+def test_a_verl_refresh_probes_the_newest_checkpoint_served_and_stops_it(
+    tmp_path, monkeypatch
+) -> None:
+    """The verl path's wiring (the serving itself runs in `test_train_flow_verl.py`): the
+    newest verl checkpoint is served, the probes run against it under its label, and the
+    servers stop even when the refresh fails."""
+    from types import SimpleNamespace
+
+    import flows.curriculum as flow_module
+
+    monkeypatch.chdir(tmp_path)
+    calls: list[tuple] = []
+    served = SimpleNamespace(recipe="served recipe", model=SimpleNamespace(label="verl-step-2"))
+
+    def serve(recipe, run_dir, checkpoint):
+        calls.append(("serve", checkpoint))
+        return served
+
+    def refresh(recipe, run_dir, probes, served_as=None):
+        calls.append(("refresh", recipe, served_as))
+        raise RuntimeError("probe failed")
+
+    monkeypatch.setattr(flow_module, "serve", serve)
+    monkeypatch.setattr(flow_module, "refresh", refresh)
+    monkeypatch.setattr(flow_module, "stop", lambda s: calls.append(("stop", s.model.label)))
+    tiny_verl = str(ROOT / "recipes" / "tiny-verl-gpu.yaml")
+    for found, checkpoint in (([], "none"), ([(2, tmp_path / "actor")], "latest")):
+        monkeypatch.setattr(flow_module, "find_verl_checkpoints", lambda _dir, f=found: f)
+        calls.clear()
+        with pytest.raises(RuntimeError, match="probe failed"):
+            flow_module.curriculum_refresh.fn(recipe=tiny_verl, probes=1)
+        assert calls == [
+            ("serve", checkpoint),
+            ("refresh", "served recipe", "verl-step-2"),
+            ("stop", "verl-step-2"),
+        ]

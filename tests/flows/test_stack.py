@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from uni_agent_core import prefect_stack
 
 ROOT = Path(__file__).resolve().parents[2]
-PREFECT = str(Path(sys.executable).with_name("prefect"))
 
 
 def _free_port() -> int:
@@ -22,11 +21,21 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _prefect(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [PREFECT, *args], env=env, capture_output=True, text=True, check=True, timeout=120
-    )
-    return done.stdout
+def _registered(api_url: str) -> tuple[set[str], dict[str, Any]]:
+    """The work pools and the deployments (`flow/deployment`) the server at `api_url` holds,
+    read through Prefect's client (what `prefect work-pool ls` and `deployment ls` print)."""
+    from prefect.client.orchestration import PrefectClient
+
+    async def read() -> tuple[set[str], dict[str, Any]]:
+        async with PrefectClient(api_url) as client:
+            pools = {pool.name for pool in await client.read_work_pools()}
+            flows = {flow.id: flow.name for flow in await client.read_flows()}
+            deployments = {
+                f"{flows[d.flow_id]}/{d.name}": d for d in await client.read_deployments()
+            }
+        return pools, deployments
+
+    return asyncio.run(read())
 
 
 @pytest.mark.slow
@@ -39,15 +48,21 @@ def test_stack_up_registers_pools_and_deployments_and_down_stops_it(
     try:
         env = prefect_stack.stack_env(ROOT, port)
         assert env["PREFECT_API_URL"] == f"http://127.0.0.1:{port}/api"
-        pools = _prefect(env, "work-pool", "ls")
-        assert all(f" {pool} " in pools for pool in ("cpu", "gpu", "ascend"))
-        names = _prefect(env, "deployment", "ls")
-        for name in ("train", "train-gpu", "train-ascend", "nightly", "on-demand"):
-            assert name in names
-        gpu = _prefect(env, "deployment", "inspect", "agent-rl/train-gpu")
-        assert "'AGENT_RL_POOL_PROFILE': 'pools/gpu.yaml'" in gpu
-        nightly = _prefect(env, "deployment", "inspect", "curriculum-refresh/nightly")
-        assert "0 3 * * *" in nightly and "UTC" in nightly
+        pools, deployments = _registered(env["PREFECT_API_URL"])
+        assert {"cpu", "gpu", "ascend"} <= pools
+        assert {
+            "agent-rl/train",
+            "agent-rl/train-gpu",
+            "agent-rl/train-ascend",
+            "curriculum-refresh/nightly",
+            "evaluate/on-demand",
+            "compare-runs/on-demand",
+        } <= set(deployments)
+        gpu = deployments["agent-rl/train-gpu"]
+        assert gpu.work_pool_name == "gpu"
+        assert gpu.job_variables["env"]["AGENT_RL_POOL_PROFILE"] == "pools/gpu.yaml"
+        (nightly,) = deployments["curriculum-refresh/nightly"].schedules
+        assert (nightly.schedule.cron, nightly.schedule.timezone) == ("0 3 * * *", "UTC")
 
         # A second `up` reuses the running stack; `env` prints where it is.
         assert prefect_stack.up(ROOT, port=port) == state

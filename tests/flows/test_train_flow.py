@@ -21,35 +21,6 @@ def _local(tmp_path) -> tuple[str, list[str]]:
     ]
 
 
-@pytest.mark.slow
-def test_train_flow_runs_every_stage(prefect_server, tmp_path, monkeypatch) -> None:
-    from flows.train import train
-
-    monkeypatch.chdir(tmp_path)
-    uri, overrides = _local(tmp_path)
-    result = train(recipe=CI_SMOKE, overrides=[*overrides, "trainer.keep_checkpoints=2"])
-    run_dir = tmp_path / "runs" / "ci-smoke"
-    assert result["steps"] == 2 and result["eval"]["eval/pass@1"] >= 0.0
-    assert (run_dir / "validation" / "validation.md").is_file()
-    assert (run_dir / "checkpoints" / "step-000002" / "manifest.json").is_file()
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    run = client.get_run(result["mlflow_run_id"])
-    assert "eval/pass_at_1" in run.data.metrics and "train/reward_mean" in run.data.metrics
-    # every checkpoint (eval.every_n_checkpoints: 1) is scored on the same held-out tasks
-    assert [step for step, _ in result["heldout_curve"]] == [1, 2]
-    history = client.get_metric_history(run.info.run_id, "eval/pass_at_1")
-    assert sorted(m.step for m in history) == [1, 2]
-    assert (run_dir / "eval" / "micro-swe-test-step-000001" / "eval.json").is_file()
-    eval_artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "eval")}
-    assert "eval/heldout_curve.png" in eval_artifacts
-    command = run.data.params["repro.command"]
-    assert command.startswith(f"python -m flows.train {CI_SMOKE} tracking.tracking_uri=")
-    folders = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"validation", "metrics.jsonl"} <= folders and any(
-        f.startswith("micro-swe") or f.startswith("eval") or "test" in f for f in folders
-    )
-
-
 def test_bad_recipes_fail_before_any_stage(prefect_server, tmp_path, monkeypatch) -> None:
     from flows.train import train
 
@@ -62,9 +33,11 @@ def test_bad_recipes_fail_before_any_stage(prefect_server, tmp_path, monkeypatch
 
 
 @pytest.mark.slow
-def test_warm_start_and_before_after_eval_share_the_mlflow_run(
+def test_train_flow_runs_every_stage_into_one_mlflow_run(
     prefect_server, tmp_path, monkeypatch
 ) -> None:
+    """Validation, the warm start, the evaluation before RL, 2 RL steps and the evaluation of
+    each checkpoint, all logged to one MLflow run; a rerun reuses all of it."""
     from flows.train import train
 
     monkeypatch.chdir(tmp_path)
@@ -74,10 +47,13 @@ def test_warm_start_and_before_after_eval_share_the_mlflow_run(
         "warm_start.enabled=true",
         "warm_start.epochs=1",
         "warm_start.tasks=2",
-        "trainer.total_steps=1",
+        "trainer.keep_checkpoints=2",
     ]
     result = train(recipe=CI_SMOKE, overrides=overrides)
     run_dir = tmp_path / "runs" / "ci-smoke"
+    assert result["steps"] == 2
+    assert (run_dir / "validation" / "validation.md").is_file()
+    assert (run_dir / "checkpoints" / "step-000002" / "manifest.json").is_file()
     warm = run_dir / "warm_start"
     assert result["warm_start"]["trajectories"] >= 1
     assert (warm / "policy" / "config.json").is_file() and (warm / "nll.png").is_file()
@@ -97,8 +73,18 @@ def test_warm_start_and_before_after_eval_share_the_mlflow_run(
     rows = (run_dir / "eval" / "before-after" / "flips.csv").read_text().splitlines()
     assert len(rows) == 1 + 2  # the header and every paired task
     assert run.data.params["policy.name"] == f"hf:{(warm / 'policy').resolve()}"
+    assert "train/reward_mean" in metrics
+    # the policy RL starts from (step 0) and every checkpoint (eval.every_n_checkpoints: 1) are
+    # scored on the same held-out tasks
+    assert [step for step, _ in result["heldout_curve"]] == [0, 1, 2]
+    history = client.get_metric_history(run.info.run_id, "eval/pass_at_1")
+    assert sorted(m.step for m in history) == [1, 2]
+    assert (run_dir / "eval" / "micro-swe-test-step-000001" / "eval.json").is_file()
+    assert "eval/heldout_curve.png" in flips
+    command = run.data.params["repro.command"]
+    assert command.startswith(f"python -m flows.train {CI_SMOKE} tracking.tracking_uri=")
     folders = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert "warm_start" in folders
+    assert {"warm_start", "validation", "metrics.jsonl"} <= folders
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "warm_start/nll")]
     assert steps == list(range(1, len(steps) + 1))
     # a rerun reuses the finished warm start and the run

