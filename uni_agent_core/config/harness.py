@@ -52,6 +52,10 @@ class ReactHarnessConfig(ConfigModel):
     tool_parser: Literal["native", "hermes", "xml"] = "native"
     """`native` uses the gateway's tool calling (parsed by `gateway.tool_parser`); `hermes` or
     `xml` describe tools in the prompt and parse calls from plain text in the harness."""
+    tool_schemas: Literal["full", "compact"] = "full"
+    """How the tools are described to the model: `full` (every description) or `compact` (each
+    tool's first sentence, its parameters' names and types: about half the prompt tokens of
+    the tool list, which every turn attends to; `tools/registry.py::compact_schema`)."""
     on_no_tool_call: Literal["nudge", "stop"] = "nudge"
     """A reply without a tool call gets a reminder to use a tool (`nudge`, counted against
     `format_error_budget`) or ends the episode with `finished` (`stop`)."""

@@ -208,3 +208,16 @@ def test_tiny_policy_episodes_keep_tito(fns) -> None:
             assert result.steps >= 1
             trajectories, calls = fns["record"](url, endpoint)
             assert calls and tito_violations(trajectories, calls) == []
+
+
+def test_compact_tool_schemas_shorten_every_prompt(scripted, fns) -> None:
+    url, engine, _ = scripted
+    prompt_tokens = {}
+    for schemas in ("full", "compact"):
+        endpoint = fns["open_session"](url)
+        _script(engine, [fns["tool_call"]("submit", {})])
+        harness = ReactHarness(ReactHarnessConfig(tools=["editor", "submit"], tool_schemas=schemas))
+        result, _ = asyncio.run(_episode(harness, endpoint))
+        assert result.exit_reason == ExitReason.SUBMITTED
+        prompt_tokens[schemas] = len(engine.requests[-1].prompt_ids)
+    assert prompt_tokens["compact"] < prompt_tokens["full"] * 0.75

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -142,3 +143,25 @@ def test_function_parameters_keep_a_field_named_title() -> None:
         "required": ["title"],
         "additionalProperties": False,
     }
+
+
+def test_compact_schemas_keep_what_a_call_must_look_like() -> None:
+    tools = ToolSet.from_names(["editor", "submit"])
+    full, compact = tools.schemas(), tools.schemas(compact=True)
+    editor, compact_editor = full[0]["function"], compact[0]["function"]
+    assert compact_editor["description"] == "View, create and edit files."
+    properties = compact_editor["parameters"]["properties"]
+    assert list(properties) == list(editor["parameters"]["properties"])
+    assert all("description" not in spec for spec in properties.values())
+    assert properties["command"]["enum"] == ["view", "create", "str_replace", "insert", "undo"]
+    assert properties["view_range"] == {
+        "items": {"type": "integer"},
+        "maxItems": 2,
+        "minItems": 2,
+        "type": "array",
+    }
+    assert compact_editor["parameters"]["required"] == ["command", "path"]
+    assert "additionalProperties" not in compact_editor["parameters"]
+    assert compact[1]["function"]["name"] == "submit"
+    assert len(json.dumps(compact)) < len(json.dumps(full)) / 2
+    assert tools.schemas() == full  # the tools' own schemas are untouched

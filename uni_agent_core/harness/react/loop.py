@@ -138,7 +138,7 @@ class ReactHarness:
         tool_errors: ToolErrorPolicy,
         sandbox_errors: SandboxErrorPolicy,
     ) -> ExitReason:
-        schemas = self.tools.schemas()
+        schemas = self.tools.schemas(compact=self.config.tool_schemas == "compact")
         while True:
             verdict = budgets.before_turn(episode.steps)
             if verdict.stop:
