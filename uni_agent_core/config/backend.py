@@ -41,6 +41,10 @@ class EmbeddedBackendConfig(ConfigModel):
     """The fast path: the prompt prefix every row of a step shares runs once with exact
     gradients, the old logprobs come from the loss's own forward, and the LM head runs only
     at loss positions. False takes the reference path (the same update, slower)."""
+    trainable_layers: int | None = Field(default=None, ge=1)
+    """Train only the top N decoder layers (and the final norm; `rl/trainable.py`): the
+    embeddings and the layers below stay frozen, so the backward pass runs over N layers. None
+    trains every weight."""
     role_switching: bool = True
     """separate_async: while the trainer waits for its next batch, its own model serves
     rollouts as one more replica behind the router (reclaimed when the batch is ready)."""

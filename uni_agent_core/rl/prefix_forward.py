@@ -80,7 +80,9 @@ class SharedPrefix:
         makes every row run in full."""
         self.model = model
         self.length: int = int(prefix_ids.numel()) + (parent.length if parent else 0)
-        self._outputs: list[torch.Tensor] = []
+        self._outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        """(graph output, the leaf the rows read in its place) of each key/value that needs a
+        gradient."""
         self._leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
         if parent is not None and prefix_ids.numel() == 0:
             self._leaves = parent._leaves
@@ -96,10 +98,11 @@ class SharedPrefix:
         else:
             out = decoder(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
         for keys, values, *_ in out.past_key_values:
-            if torch.is_grad_enabled():
-                self._outputs += [keys, values]
-                keys = keys.detach().requires_grad_(True)
-                values = values.detach().requires_grad_(True)
+            if keys.requires_grad:  # not in a frozen layer (`trainable.py`) or under no_grad
+                key_leaf = keys.detach().requires_grad_(True)
+                value_leaf = values.detach().requires_grad_(True)
+                self._outputs += [(keys, key_leaf), (values, value_leaf)]
+                keys, values = key_leaf, value_leaf
             self._leaves.append((keys, values))
 
     def extend(self, ids: torch.Tensor) -> SharedPrefix:
@@ -127,8 +130,7 @@ class SharedPrefix:
         if not self._outputs:
             self.release()
             return
-        grads = [leaf.grad for pair in self._leaves for leaf in pair]
-        pairs = [(o, g) for o, g in zip(self._outputs, grads, strict=True) if g is not None]
+        pairs = [(out, leaf.grad) for out, leaf in self._outputs if leaf.grad is not None]
         if pairs:
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         self.release()

@@ -164,6 +164,7 @@ class TrainingRun:
             gradient_checkpointing=backend.gradient_checkpointing,
             shared_prefix=backend.shared_prefix,
             compute_dtype=resolve_dtype(recipe.policy.dtype, recipe.policy.name, device),
+            trainable_layers=backend.trainable_layers,
         )
         return tasks, trainer
 

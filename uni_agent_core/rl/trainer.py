@@ -49,6 +49,7 @@ from uni_agent_core.rl.logprobs import token_logprobs
 from uni_agent_core.rl.metrics import zero_variance_groups
 from uni_agent_core.rl.precision import ComputeCopy, ComputeDtype
 from uni_agent_core.rl.prefix_forward import SharedPrefix, row_logprobs, rows_prefix_length
+from uni_agent_core.rl.trainable import train_top_layers
 from uni_agent_core.types import RolloutResult, Trajectory
 
 
@@ -125,6 +126,7 @@ class EmbeddedTrainer:
         gradient_checkpointing: bool = False,
         shared_prefix: bool = True,
         compute_dtype: ComputeDtype = "float32",
+        trainable_layers: int | None = None,
     ) -> None:
         """Args:
         model: the trained causal LM (its own copy; engines hold theirs); it becomes the
@@ -144,6 +146,8 @@ class EmbeddedTrainer:
             checkpointing, takes the reference path. Both give the same update.
         compute_dtype: the dtype forward and backward run in; `bfloat16` / `float16` keep
             float32 master weights and optimizer state (`precision.ComputeCopy`).
+        trainable_layers: train only the top N decoder layers (`trainable.py`); None trains
+            every weight.
         """
         algorithm = config.algorithm
         if algorithm.kl_coef > 0 or algorithm.entropy_coef > 0:
@@ -151,7 +155,9 @@ class EmbeddedTrainer:
                 "trainer.algorithm.kl_coef / entropy_coef: the embedded trainer trains without a "
                 "reference model or entropy bonus; set both to 0 (verl supports them)"
             )
-        self.precision = ComputeCopy(model, compute_dtype)
+        self.trainable_parameters = train_top_layers(model, trainable_layers)
+        """Elements the optimizer steps (every weight unless `trainable_layers` is set)."""
+        self.precision = ComputeCopy(model, compute_dtype)  # the copy keeps what is frozen
         self.model = model
         """The float32 master weights: what the optimizer steps and checkpoints save."""
         self.compute_model = self.precision.model
@@ -168,8 +174,9 @@ class EmbeddedTrainer:
             keep_freed_memory_for_reuse()  # no page faults per large tensor (host_memory.py)
         if gradient_checkpointing:
             _checkpoint_layers(self.compute_model)
+        self._trained = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+            self._trained, lr=config.lr, weight_decay=config.weight_decay
         )
         self.loss = PolicyLoss(algorithm, loss_scale_factor=config.max_response_tokens)
         self.version = 0
@@ -296,9 +303,7 @@ class EmbeddedTrainer:
         else:
             metrics = self._reference_pass(batch, advantages_B)
         self.precision.grads_to_master()
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.config.max_grad_norm
-        )
+        grad_norm = torch.nn.utils.clip_grad_norm_(self._trained, self.config.max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.precision.refresh()

@@ -54,7 +54,7 @@ def _batch(model):
     ]
 
 
-def _trainer(model, *, shared_prefix, micro_batch_tokens=8192, **algorithm):
+def _trainer(model, *, shared_prefix, micro_batch_tokens=8192, trainable_layers=None, **algorithm):
     config = TrainerConfig(
         mode="sync",
         lr=1e-3,
@@ -70,6 +70,7 @@ def _trainer(model, *, shared_prefix, micro_batch_tokens=8192, **algorithm):
         pad_token_id=0,
         shared_prefix=shared_prefix,
         micro_batch_tokens=micro_batch_tokens,
+        trainable_layers=trainable_layers,
     )
 
 
@@ -78,7 +79,7 @@ def _gradients(trainer, results):
     trainer.optimizer.step = lambda: None
     trainer.optimizer.zero_grad = lambda set_to_none=True: None
     outcome = trainer.train_step(results)
-    grads = torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+    grads = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
     return outcome, grads
 
 
@@ -139,6 +140,44 @@ def test_fast_path_steps_like_the_reference(policy) -> None:
         torch.cat([p.detach().flatten() for p in t.model.parameters()]) for t in (fast, reference)
     ]
     assert torch.allclose(after[0], after[1], atol=1e-6)
+
+
+def test_frozen_lower_layers_leave_the_top_layers_gradients_as_they_were(policy) -> None:
+    """`trainable_layers=1`: only the top layer and the final norm get gradients, in the
+    direction they have when every weight trains (clipping scales the whole vector), on the
+    fast path and the reference path alike; a step moves those and nothing else."""
+    results = _batch(policy)
+    everything = _trainer(policy, shared_prefix=False)
+    _gradients(everything, results)
+    top = f"layers.{len(policy.base_model.layers) - 1}."
+
+    def trained(name: str) -> bool:
+        return top in name or name.endswith("model.norm.weight")
+
+    def direction(model) -> torch.Tensor:
+        grads = torch.cat([p.grad.flatten() for n, p in model.named_parameters() if trained(n)])
+        return grads / grads.norm()
+
+    expected = direction(everything.model)
+    for shared_prefix in (True, False):
+        trainer = _trainer(policy, shared_prefix=shared_prefix, trainable_layers=1)
+        assert 0 < trainer.trainable_parameters < sum(p.numel() for p in policy.parameters())
+        _gradients(trainer, results)
+        for name, parameter in trainer.model.named_parameters():
+            assert (parameter.grad is not None) == trained(name), name
+        assert _relative(direction(trainer.model), expected) < 5e-5
+    stepped = _trainer(policy, shared_prefix=True, trainable_layers=1)
+    stepped.train_step(results)
+    for (name, before), after in zip(
+        policy.named_parameters(), stepped.model.parameters(), strict=True
+    ):
+        assert (not torch.equal(before, after)) == trained(name), name
+
+
+def test_trainable_layers_outside_the_model_are_refused(policy) -> None:
+    layers = len(policy.base_model.layers)
+    with pytest.raises(ValueError, match=f"the policy has {layers} decoder layers"):
+        _trainer(policy, shared_prefix=True, trainable_layers=layers + 1)
 
 
 def test_row_logprobs_equal_full_rows_at_loss_positions(policy) -> None:
