@@ -8,7 +8,7 @@ through the embedded gateway, the ReAct harness, local sandboxes started through
 (at most `--cap` at once) and the verifier, with a scripted engine; the step loop stops half-way
 and resumes. The chaos run's faults: 20% of sandbox starts fail, every start takes 50 ms more,
 15% of sandboxes die at one of their first commands, 5% of model calls fail in the engine, and
-the hidden tests of 20% of the tasks hang past a 1 s test timeout.
+the hidden tests of 20% of the tasks hang past a 10 s test timeout.
 
 "fault-free" and "chaos" compare the faults above. "honest" and "adversarial" compare the
 adversary: in "adversarial" a share of the tasks (`--adversarial`) is played by the adversary
@@ -42,7 +42,7 @@ CHAOS = Faults(
 
 HONEST_TESTS = ("reward.test_timeout_s=60",)
 """The adversarial run and its adversary-free twin keep hidden tests to a timeout no busy host
-reaches (the chaos setting's 1 s is passed by real test runs under load), so an honest
+reaches (real test runs under load passed the chaos setting's timeout when it was 1 s), so an honest
 episode's outcome depends on the episode alone."""
 
 
