@@ -23,7 +23,6 @@ import logging
 import math
 import posixpath
 import shlex
-import shutil
 import tempfile
 import time
 import uuid
@@ -123,7 +122,6 @@ class DockerSandbox(SandboxLifecycle):
         self._launched = False
         self.gateway_link: GatewayLink | None = None
         """The host end of the container's way to its gateway (`network: gateway`)."""
-        self._link_dir: Path | None = None
         self.label = f"container {self.name}"
         self.torn_down = "removed"
 
@@ -167,8 +165,7 @@ class DockerSandbox(SandboxLifecycle):
     async def _start(self) -> None:
         self._arm_deadline()
         if self.config.network == "gateway":
-            self._link_dir = Path(tempfile.mkdtemp(prefix="agent-rl-gateway-"))
-            self.gateway_link = GatewayLink(self._link_dir / "gateway.sock", socat="socat")
+            self.gateway_link = GatewayLink(None, socat="socat")
             await self.gateway_link.start()
         self._launched = True
         created = await self._run(self.run_argv(), timeout_s=self.startup_timeout_s)
@@ -363,8 +360,6 @@ class DockerSandbox(SandboxLifecycle):
         gateway link."""
         if self.gateway_link is not None:
             await self.gateway_link.close()
-        if self._link_dir is not None:
-            shutil.rmtree(self._link_dir, ignore_errors=True)
         argv = [*self._docker, "rm", "-f", self.name]
         try:
             done = await self._run(argv, timeout_s=_REMOVE_TIMEOUT_S)

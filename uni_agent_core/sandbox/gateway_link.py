@@ -108,20 +108,21 @@ class GatewayLink:
 
     def __init__(
         self,
-        socket_path: Path,
+        socket_path: Path | None,
         *,
         socat: str,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         """Args:
-        socket_path: the host-side Unix socket (in the sandbox's host directory).
+        socket_path: the host-side Unix socket (in the sandbox's host directory); None: one in
+            a directory of the link's own (a container's sandbox has no host directory).
         socat: the `socat` the sandbox runs (`find_socat`'s, under a directory bound into a
             bubblewrap sandbox; the image's own in a container).
         max_connections: connections held at once; more are closed as they arrive.
         idle_timeout_s: a connection silent both ways for this long is closed.
         """
-        self.socket_path = socket_path
+        self.socket_path = socket_path or Path("gateway.sock")
         self.socat = socat
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
@@ -135,16 +136,19 @@ class GatewayLink:
         """The gateway's port (the in-sandbox listener takes the same one)."""
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
+        self._own_dir = (
+            socket_path is None or len(os.fsencode(socket_path)) > MAX_SOCKET_PATH_BYTES
+        )
         self._short_dir: Path | None = None
 
     async def start(self) -> None:
         """Listen on the host-side socket (mode 0666: the sandbox's `nobody` connects).
 
-        A `socket_path` longer than a Unix socket allows is replaced by one in a short directory
-        of the link's own (`socket_path` then names it).
+        No `socket_path`, or one longer than a Unix socket allows, is replaced by one in a short
+        directory of the link's own (`socket_path` then names it; `close` removes it).
         """
         raise_open_files_limit()
-        if len(os.fsencode(self.socket_path)) > MAX_SOCKET_PATH_BYTES:
+        if self._own_dir:
             self._short_dir = Path(tempfile.mkdtemp(prefix="agent-rl-link-"))
             self._short_dir.chmod(0o755)  # the sandbox's `nobody` reaches the socket through it
             self.socket_path = self._short_dir / self.socket_path.name

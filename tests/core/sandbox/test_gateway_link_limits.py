@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from uni_agent_core.sandbox.gateway_link import (
     GatewayLink,
@@ -30,10 +31,9 @@ async def _echo_server() -> tuple[asyncio.Server, int]:
 
 @contextlib.asynccontextmanager
 async def _linked(socket_path: Path | None = None, **limits: float) -> AsyncIterator[GatewayLink]:
-    """A started link to an echo server (by default in a fresh temporary directory)."""
+    """A started link to an echo server (by default in a directory of the link's own)."""
     upstream, port = await _echo_server()
-    path = socket_path or Path(tempfile.mkdtemp(prefix="link-")) / "g.sock"
-    link = GatewayLink(path, socat="socat", **limits)
+    link = GatewayLink(socket_path, socat="socat", **limits)
     link.connect("127.0.0.1", port)
     await link.start()
     try:
@@ -103,11 +103,15 @@ def test_a_concurrency_the_descriptor_limit_cannot_hold_is_named() -> None:
     assert problem is not None and "ulimit -n" in problem
 
 
-def test_a_socket_path_too_long_for_unix_sockets_moves_to_a_short_directory(tmp_path) -> None:
-    deep = tmp_path / ("d" * 60) / ("e" * 60)
-    deep.mkdir(parents=True)
-    wanted = deep / "gateway.sock"
-    assert len(str(wanted)) > 108  # AF_UNIX would refuse to bind it
+@pytest.mark.parametrize("wanted", ["too long", None])
+def test_a_socket_path_too_long_or_none_moves_to_a_directory_of_the_links_own(
+    tmp_path, wanted
+) -> None:
+    if wanted == "too long":
+        deep = tmp_path / ("d" * 60) / ("e" * 60)
+        deep.mkdir(parents=True)
+        wanted = deep / "gateway.sock"
+        assert len(str(wanted)) > 108  # AF_UNIX would refuse to bind it
 
     async def main() -> Path:
         async with _linked(wanted) as link:
@@ -126,4 +130,4 @@ def test_a_socket_path_too_long_for_unix_sockets_moves_to_a_short_directory(tmp_
 
     short_dir = asyncio.run(main())
     assert not short_dir.exists()  # removed with the link
-    assert not wanted.exists()
+    assert wanted is None or not wanted.exists()
