@@ -13,37 +13,34 @@ from __future__ import annotations
 from typing import Any
 
 
-def train_top_layers(model: Any, layers: int | None) -> int:
+def train_top_layers(model: Any, layers: int | None) -> None:
     """Leave only the top `layers` decoder layers (and what follows them) trainable.
 
     Args:
         model: a `transformers` decoder-only causal LM (`model.base_model.layers`, `.norm`).
         layers: how many of the top decoder layers train; None trains every weight.
 
-    Returns:
-        The number of trainable parameters (elements).
-
     Raises:
         ValueError: `layers` is not between 1 and the model's number of decoder layers, or the
             model does not expose its decoder layers.
     """
-    if layers is not None:
-        decoder = model.base_model
-        blocks = getattr(decoder, "layers", None)
-        if blocks is None or not hasattr(decoder, "norm"):
-            raise ValueError(
-                f"{type(model).__name__} does not expose its decoder layers and final norm; "
-                "trainable_layers needs a decoder-only model such as Llama, Qwen or SmolLM2"
-            )
-        if not 1 <= layers <= len(blocks):
-            raise ValueError(
-                f"trainable_layers={layers}: the policy has {len(blocks)} decoder layers"
-            )
-        model.requires_grad_(False)
-        for block in blocks[len(blocks) - layers :]:
-            block.requires_grad_(True)
-        decoder.norm.requires_grad_(True)
-        head = model.get_output_embeddings()
-        if head is not None and head.weight is not model.get_input_embeddings().weight:
-            head.requires_grad_(True)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if layers is None:
+        return
+    decoder = model.base_model
+    blocks = getattr(decoder, "layers", None)
+    if blocks is None or not hasattr(decoder, "norm"):
+        raise ValueError(
+            f"{type(model).__name__} does not expose its decoder layers and final norm; "
+            "trainable_layers needs a decoder-only model such as Llama, Qwen or SmolLM2"
+        )
+    if not 1 <= layers <= len(blocks):
+        raise ValueError(
+            f"trainable_layers={layers}: the policy has {len(blocks)} decoder layers"
+        )
+    model.requires_grad_(False)
+    for block in blocks[len(blocks) - layers :]:
+        block.requires_grad_(True)
+    decoder.norm.requires_grad_(True)
+    head = model.get_output_embeddings()
+    if head is not None and head.weight is not model.get_input_embeddings().weight:
+        head.requires_grad_(True)

@@ -155,8 +155,7 @@ class EmbeddedTrainer:
                 "trainer.algorithm.kl_coef / entropy_coef: the embedded trainer trains without a "
                 "reference model or entropy bonus; set both to 0 (verl supports them)"
             )
-        self.trainable_parameters = train_top_layers(model, trainable_layers)
-        """Elements the optimizer steps (every weight unless `trainable_layers` is set)."""
+        train_top_layers(model, trainable_layers)
         self.precision = ComputeCopy(model, compute_dtype)  # the copy keeps what is frozen
         self.model = model
         """The float32 master weights: what the optimizer steps and checkpoints save."""
@@ -181,6 +180,11 @@ class EmbeddedTrainer:
         self.loss = PolicyLoss(algorithm, loss_scale_factor=config.max_response_tokens)
         self.version = 0
         """Policy version of the current weights (the number of updates so far)."""
+
+    @property
+    def trainable_parameters(self) -> int:
+        """Elements the optimizer steps (every weight unless `trainable_layers` is set)."""
+        return sum(p.numel() for p in self._trained)
 
     def engine_state(self) -> dict[str, torch.Tensor]:
         """The weights for the engines, in the compute dtype (shared tensors; load them before
