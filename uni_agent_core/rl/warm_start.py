@@ -22,6 +22,7 @@ made with other settings is deleted (one line says which differ) and the stage r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 import time
@@ -135,6 +136,28 @@ def _finished(
     )
 
 
+def _tracked(
+    done: WarmStartResult, recipe: Recipe, echo: Callable[[str], None]
+) -> WarmStartResult:
+    """A reused warm start whose MLflow run is in the recipe's tracking store: when the run
+    it recorded is gone (the store was deleted, or the recipe tracks elsewhere), its report is
+    logged again into a new run, which training then continues."""
+    from uni_agent_core.tracking.mlflow_tracker import run_exists
+
+    recorded = done.mlflow_run_id
+    if recorded is not None and run_exists(recipe.tracking, recorded):
+        return done
+    run_id = _log(recipe, done.directory, done.report, None)
+    if recorded is not None:
+        echo(
+            f"warm start: its MLflow run {recorded} is not in {recipe.tracking.tracking_uri}; "
+            f"logged it again as run {run_id}"
+        )
+    done.report["mlflow_run_id"] = run_id
+    (done.directory / REPORT).write_text(json.dumps(done.report, indent=2))
+    return dataclasses.replace(done, mlflow_run_id=run_id)
+
+
 def _write_trajectories(trajectories: Sequence[Trajectory], tokenizer: Any, path: Path) -> None:
     with path.open("w") as handle:
         for trajectory in trajectories:
@@ -197,7 +220,7 @@ def run_warm_start(
     done = _finished(directory, key, echo)
     if done is not None:
         echo(f"warm start: reusing {directory} ({done.report['trajectories']} trajectories)")
-        return done
+        return _tracked(done, recipe, echo) if track else done
     directory.mkdir(parents=True, exist_ok=True)
     clock = time.perf_counter()
     gold = asyncio.run(gold_trajectories(recipe, chosen, echo=echo))

@@ -65,6 +65,19 @@ def steps_logged(config: TrackingConfig, run_id: str) -> int:
     return _last_step(mlflow.MlflowClient(tracking_uri=config.tracking_uri), run_id)
 
 
+def run_exists(config: TrackingConfig, run_id: str) -> bool:
+    """Whether the tracking store of `config` holds the MLflow run `run_id` (a run recorded
+    in a run directory is gone when the store was deleted or the recipe points elsewhere)."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    try:
+        mlflow.MlflowClient(tracking_uri=config.tracking_uri).get_run(run_id)
+    except MlflowException:
+        return False
+    return True
+
+
 def _last_step(client: Any, run_id: str) -> int:
     history = client.get_metric_history(run_id, _PROGRESS_KEY)
     return max((int(m.value) for m in history), default=0)

@@ -86,3 +86,31 @@ def test_the_warm_start_fits_on_the_trainers_device(tmp_path, monkeypatch) -> No
     with pytest.raises(Loaded):
         run_warm_start(recipe, tmp_path, _tasks("a"), track=False, echo=lambda line: None)
     assert loaded["device"] == "cuda" and loaded["dtype"] == "float32"
+
+
+def test_a_reused_warm_start_whose_mlflow_run_is_gone_is_logged_again(tmp_path) -> None:
+    import mlflow
+
+    from uni_agent_core.rl.warm_start import _tracked
+
+    recipe = _recipe(f"tracking.tracking_uri=sqlite:///{tmp_path / 'fresh.db'}")
+    key = warm_start_key(recipe, _tasks("a"))
+    directory = tmp_path / "warm_start"
+    _finished_stage(directory, key)
+    report = json.loads((directory / REPORT).read_text())
+    report.update(loss_by_step=[0.9, 0.4], loss_by_epoch=[0.4], gold_s=1.0, fit_s=2.0)
+    (directory / REPORT).write_text(json.dumps(report))
+    for name in ("nll.png", "trajectories.jsonl"):
+        (directory / name).write_text("")
+    lines: list[str] = []
+
+    done = _tracked(_finished(directory, key, print), recipe, lines.append)
+
+    assert done.mlflow_run_id not in (None, "run-1")
+    assert "run-1 is not in" in lines[0]
+    assert json.loads((directory / REPORT).read_text())["mlflow_run_id"] == done.mlflow_run_id
+    client = mlflow.MlflowClient(tracking_uri=recipe.tracking.tracking_uri)
+    nll = client.get_metric_history(done.mlflow_run_id, "warm_start/nll")
+    assert [m.value for m in nll] == [0.9, 0.4]
+    again = _tracked(_finished(directory, key, print), recipe, lines.append)
+    assert again.mlflow_run_id == done.mlflow_run_id and len(lines) == 1  # found: kept
