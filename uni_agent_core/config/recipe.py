@@ -33,6 +33,7 @@ from uni_agent_core.config.model import PolicyConfig
 from uni_agent_core.config.reward import ResolvedRewardConfig, RewardConfig
 from uni_agent_core.config.sandbox import CONTAINER_SANDBOXES, LocalSandboxConfig, SandboxConfig
 from uni_agent_core.config.serving import ServeConfig
+from uni_agent_core.config.sizing import HostSizingTier
 from uni_agent_core.config.tasks import (
     GENERATED_TASKS,
     IMAGE_TASKS,
@@ -87,6 +88,9 @@ class Recipe(ConfigModel):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     """Inference servers the flow launches for stages that need served weights (verl recipes:
     Best-of-N, checkpoint evaluation, the nightly refresh)."""
+    host_sizing: list[HostSizingTier] = Field(default_factory=list)
+    """Settings a run takes on a CPU too slow for the recipe's budget, by measured GFLOP/s
+    (`config/sizing.py`); none by default."""
 
     @model_validator(mode="after")
     def _check_sections(self) -> Recipe:
@@ -95,9 +99,28 @@ class Recipe(ConfigModel):
         self._check_token_budgets(problems)
         self._check_environment(problems)
         self._check_warm_start_split(problems)
+        self._check_host_sizing(problems)
         raise_conflicts(problems)
         self._fill_defaults()
         return self
+
+    def _check_host_sizing(self, problems: list[tuple[str, str]]) -> None:
+        """Each tier's settings make a valid recipe (checked on every host, not only where the
+        tier applies)."""
+        if not self.host_sizing:
+            return
+        from uni_agent_core.config.loading import parse_recipe
+        from uni_agent_core.config.problems import RecipeError
+
+        base = self.model_dump(mode="json", exclude={"host_sizing"})
+        for index, tier in enumerate(self.host_sizing):
+            try:
+                parse_recipe(base, tier.overrides())
+            except RecipeError as error:
+                for problem in error.problems:
+                    problems.append(
+                        (f"host_sizing.{index}.set", f"{problem.key}: {problem.message}")
+                    )
 
     def _check_engine(self, problems: list[tuple[str, str]]) -> None:
         engine, verl = self.engine, isinstance(self.trainer.backend, VerlBackendConfig)

@@ -12,7 +12,8 @@
 7. log the evaluations and reports to the training run in MLflow.
 
 Before them, `policy.dtype: auto` becomes the dtype measured fastest on this host
-(`pipeline/precision.py`). Steps 1-2 are `prepare_training`, which the flow also runs before
+(`pipeline/precision.py`), and a recipe's `host_sizing` tier for a CPU that slow applies
+(`pipeline/sizing.py`). Steps 1-2 are `prepare_training`, which the flow also runs before
 verl's own sequence of served stages (`flows/train.py`). Each stage announces itself on `echo`
 (`stage 3/7: ...`) and says how long it took. When training ends early (`stop_after_steps`),
 the pipeline ends with it: the checkpoints are evaluated and logged by the run that finishes
@@ -32,6 +33,7 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.eval.evaluate import checkpoints_to_evaluate
 from uni_agent_core.pipeline.precision import with_chosen_precision
 from uni_agent_core.pipeline.results import Evaluated, PipelineResult
+from uni_agent_core.pipeline.sizing import sized_for_host
 from uni_agent_core.pipeline.stages import Stages
 from uni_agent_core.rl.warm_start import WarmStartResult, rl_tasks, warm_started
 from uni_agent_core.types import TaskSpec
@@ -99,7 +101,8 @@ def prepare_training(
     Raises:
         WarmStartError: `warm_start.rl_tasks: rest` leaves RL no valid task.
     """
-    recipe = with_chosen_precision(recipe, run_dir, progress.echo if progress else print)
+    echo = progress.echo if progress else print
+    recipe = sized_for_host(with_chosen_precision(recipe, run_dir, echo), run_dir, echo)
     progress = progress or StageProgress(list(Stage), echo=lambda line: None)
     with progress.stage(Stage.VALIDATE):
         tasks = stages.validate_data(recipe, run_dir)

@@ -6,6 +6,7 @@ A run directory (`runs/<recipe name>` unless a command names another) holds:
 |---|---|
 | `resolved_recipe.yaml` | the run, at start: the recipe after overrides and defaults |
 | `precision.json` | the pipeline, at start: what `policy.dtype: auto` chose, measured, and why |
+| `sizing.json` | the pipeline, at start (a recipe with `host_sizing`): the rate and tier taken |
 | `metrics.jsonl` | the step loop, one JSON line per step (rewound at a run's start: `rewind.py`) |
 | `curves.png` | the run, at the end (reward, pass rate, loss, ...) |
 | `trajectories/` | the step loop, sampled episodes per step |
@@ -30,6 +31,7 @@ from uni_agent_core.config.recipe import RUNS_DIR, Recipe
 
 RESOLVED_RECIPE = "resolved_recipe.yaml"
 PRECISION = "precision.json"
+SIZING = "sizing.json"
 METRICS = "metrics.jsonl"
 CURVES = "curves.png"
 TRAJECTORIES = "trajectories"
