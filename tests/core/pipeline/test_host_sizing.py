@@ -95,3 +95,19 @@ def test_a_tier_with_a_bad_setting_fails_the_recipe_on_every_host() -> None:
     with pytest.raises(RecipeError) as raised:
         load_recipe(RECIPES / "ci-smoke.yaml", [bad])
     assert "host_sizing.0.set" in str(raised.value) and "trainer.group_size" in str(raised.value)
+
+
+def test_the_demo_cuts_its_work_on_an_avx2_cpu_and_keeps_it_with_native_bf16(
+    monkeypatch, tmp_path
+) -> None:
+    _on(monkeypatch, AVX2_EPYC)
+    demo = load_recipe(RECIPES / "demo-cpu.yaml", ["policy.dtype=float32"])
+    sized = sized_for_host(demo, tmp_path, print)
+    assert (sized.warm_start.epochs, sized.harness.tool_schemas) == (1, "compact")
+    assert sized.trainer.backend.trainable_layers == 10 and sized.eval.every_n_checkpoints == 2
+    # what the demo must show is kept: 48 paired held-out tasks, before and after RL
+    assert sized.eval.max_tasks == 48 and sized.eval.before_training
+    assert sized.trainer.total_steps == demo.trainer.total_steps
+    _on(monkeypatch, AVX512_BF16_EPYC)
+    demo = load_recipe(RECIPES / "demo-cpu.yaml", ["policy.dtype=bfloat16"])
+    assert sized_for_host(demo, tmp_path, print) == demo
