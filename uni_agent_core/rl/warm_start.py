@@ -153,8 +153,6 @@ def _tracked(
             f"warm start: its MLflow run {recorded} is not in {recipe.tracking.tracking_uri}; "
             f"logged it again as run {run_id}"
         )
-    done.report["mlflow_run_id"] = run_id
-    (done.directory / REPORT).write_text(json.dumps(done.report, indent=2))
     return dataclasses.replace(done, mlflow_run_id=run_id)
 
 
@@ -172,6 +170,8 @@ def _write_trajectories(trajectories: Sequence[Trajectory], tokenizer: Any, path
 
 
 def _log(recipe: Recipe, directory: Path, report: dict[str, Any], run_id: str | None) -> str:
+    """Log the finished stage in `directory` to MLflow and record the run in its report (a
+    reuse continues it); returns the run id."""
     from uni_agent_core.tracking.mlflow_tracker import MlflowTracker
 
     tracker = MlflowTracker(recipe.tracking, run_name=recipe.name, run_id=run_id)
@@ -190,6 +190,8 @@ def _log(recipe: Recipe, directory: Path, report: dict[str, Any], run_id: str | 
     for name in (REPORT, "nll.png", "trajectories.jsonl"):
         tracker.log_artifact(directory / name, "warm_start")
     tracker.finish()
+    report["mlflow_run_id"] = tracker.run_id  # where the stage is logged, for its reuse
+    (directory / REPORT).write_text(json.dumps(report, indent=2))
     return tracker.run_id
 
 
@@ -276,9 +278,6 @@ def run_warm_start(
     }
     (directory / REPORT).write_text(json.dumps(report, indent=2))
     run_id = _log(recipe, directory, report, None) if track else None
-    if run_id is not None:
-        report["mlflow_run_id"] = run_id
-        (directory / REPORT).write_text(json.dumps(report, indent=2))
     echo(
         f"warm start: {fitted.trajectories} gold trajectories, nll "
         f"{fitted.loss_by_epoch[0]:.3f} -> {fitted.loss_by_epoch[-1]:.3f} in "
