@@ -34,9 +34,7 @@ def train_top_layers(model: Any, layers: int | None) -> None:
             "trainable_layers needs a decoder-only model such as Llama, Qwen or SmolLM2"
         )
     if not 1 <= layers <= len(blocks):
-        raise ValueError(
-            f"trainable_layers={layers}: the policy has {len(blocks)} decoder layers"
-        )
+        raise ValueError(f"trainable_layers={layers}: the policy has {len(blocks)} decoder layers")
     model.requires_grad_(False)
     for block in blocks[len(blocks) - layers :]:
         block.requires_grad_(True)

@@ -136,9 +136,7 @@ def _finished(
     )
 
 
-def _tracked(
-    done: WarmStartResult, recipe: Recipe, echo: Callable[[str], None]
-) -> WarmStartResult:
+def _tracked(done: WarmStartResult, recipe: Recipe, echo: Callable[[str], None]) -> WarmStartResult:
     """A reused warm start whose MLflow run is in the recipe's tracking store: when the run
     it recorded is gone (the store was deleted, or the recipe tracks elsewhere), its report is
     logged again into a new run, which training then continues."""

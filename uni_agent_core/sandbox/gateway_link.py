@@ -136,9 +136,7 @@ class GatewayLink:
         """The gateway's port (the in-sandbox listener takes the same one)."""
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
-        self._own_dir = (
-            socket_path is None or len(os.fsencode(socket_path)) > MAX_SOCKET_PATH_BYTES
-        )
+        self._own_dir = socket_path is None or len(os.fsencode(socket_path)) > MAX_SOCKET_PATH_BYTES
         self._short_dir: Path | None = None
 
     async def start(self) -> None:
