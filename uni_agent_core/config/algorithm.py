@@ -5,9 +5,9 @@ Names follow verl's `core_algos` registries, which both the embedded and the ver
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from uni_agent_core.config.base import ConfigModel, ImportPath
 
@@ -68,6 +68,9 @@ class AlgorithmConfig(ConfigModel):
     ratios around 3e-4/4e-4); `cispo` clips the importance weight, not the update; or a user's
     loss, `package.module:function` (the embedded backend; on verl, register it and give its
     name)."""
+    policy_loss_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for a loss named by import path (`loss(inputs, **options)`); verl's
+    losses take their settings from the fields below."""
     loss_agg_mode: LossAggMode = "token-mean"
     """Reduction of per-token losses."""
     clip_ratio_low: float = Field(default=0.2, gt=0.0, lt=1.0)
@@ -83,3 +86,12 @@ class AlgorithmConfig(ConfigModel):
     """Weight of an entropy bonus; 0 disables it."""
     rollout_correction: RolloutCorrectionConfig = Field(default_factory=RolloutCorrectionConfig)
     """Off-policy correction of rollout logprobs."""
+
+    @model_validator(mode="after")
+    def _options_need_a_loss_of_yours(self) -> AlgorithmConfig:
+        if self.policy_loss_options and ":" not in self.policy_loss:
+            raise ValueError(
+                f"policy_loss_options are given to a loss named by import path "
+                f"(`package.module:function`); {self.policy_loss!r} takes none"
+            )
+        return self

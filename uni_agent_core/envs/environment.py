@@ -162,12 +162,19 @@ def environment_class(name: str) -> type[TaskEnvironment]:
 
     Raises:
         PluginError: the name is neither registered nor an importable path.
-        TypeError: the object is not a `TaskEnvironment` subclass.
+        TypeError: the object is not a `TaskEnvironment` subclass, or leaves one of its
+            abstract methods unimplemented (it could not be instantiated).
     """
     found = resolve("task_env", name)
     if not (isinstance(found, type) and issubclass(found, TaskEnvironment)):
         raise TypeError(
             f"task environment {name!r} is a {type(found).__name__}, not a subclass of "
             "uni_agent_core.envs.environment.TaskEnvironment"
+        )
+    missing = sorted(getattr(found, "__abstractmethods__", ()))
+    if missing:
+        raise TypeError(
+            f"task environment {name!r} does not implement {', '.join(missing)} "
+            "(uni_agent_core.envs.environment.TaskEnvironment)"
         )
     return found

@@ -172,7 +172,7 @@ class PolicyLoss:
         self.config = verl_actor_config(algorithm)
         name = algorithm.policy_loss
         self.loss_fn = (
-            verl_policy_loss(resolve("policy_loss", name))
+            verl_policy_loss(resolve("policy_loss", name), algorithm.policy_loss_options)
             if is_import_path(name)
             else get_policy_loss_fn(name)
         )

@@ -2,8 +2,15 @@
 
 A recipe names one by import path (`algorithm.policy_loss: my_pkg.losses:clipped_pg`,
 `algorithm.adv_estimator: my_pkg.advantages:rank_based`); `uni_agent_core.plugins` resolves
-it. A loss is `loss(inputs: PolicyLossInputs) -> PolicyLossOutput`; an estimator is
-`estimate(inputs: AdvantageInputs) -> Tensor` (one advantage per episode).
+it. A loss is `loss(inputs: PolicyLossInputs, **options) -> PolicyLossOutput`, its options the
+recipe's `algorithm.policy_loss_options`; an estimator is `estimate(inputs: AdvantageInputs) ->
+Tensor` (one advantage per episode).
+
+The framework owns two parts of every loss: `PolicyLossInputs.aggregate` keeps only sampled
+tokens (the loss mask) and scales each token's loss by its rollout-correction weight, as verl's
+built-in losses do. A loss that applies the weights itself says so with `@applies_is_weights`,
+and `aggregate` leaves them out. `rl/loss_contract.py` checks both on a probe batch before a
+run starts.
 
 `verl_policy_loss` wraps a loss in verl's policy-loss signature. The embedded trainer calls
 every loss through that signature (verl's built-ins and a user's alike), and the same wrapper
@@ -48,13 +55,20 @@ class PolicyLossInputs:
     batch_info: Mapping[str, Any] = field(default_factory=dict)
     """The whole step's totals (`batch_num_tokens`, `global_batch_size`, `dp_size`,
     `loss_scale_factor`), so that micro-batch losses add up to the step's loss."""
+    weigh_in_aggregate: bool = True
+    """Whether `aggregate` scales per-token losses by `is_weights_B_T` (False for a loss marked
+    `@applies_is_weights`, which scales them itself)."""
 
     def aggregate(self, loss_B_T: torch.Tensor) -> torch.Tensor:
         """Per-token losses reduced to this micro-batch's share of the step's loss, as
         `loss_agg_mode` says (verl's `agg_loss`: `token-mean` divides by the step's sampled
-        tokens, not the micro-batch's)."""
+        tokens, not the micro-batch's). Only sampled tokens count (`loss_mask_B_T`), and each
+        is scaled by its rollout-correction weight unless the loss applies the weights itself.
+        """
         from verl.trainer.ppo.core_algos import agg_loss
 
+        if self.weigh_in_aggregate and self.is_weights_B_T is not None:
+            loss_B_T = loss_B_T * self.is_weights_B_T
         return agg_loss(
             loss_mat=loss_B_T,
             loss_mask=self.loss_mask_B_T,
@@ -73,7 +87,22 @@ class PolicyLossOutput:
     """Logged with the step (`actor/...` names are conventional)."""
 
 
-UserPolicyLoss = Callable[[PolicyLossInputs], PolicyLossOutput]
+UserPolicyLoss = Callable[..., PolicyLossOutput]
+"""`loss(inputs: PolicyLossInputs, **options) -> PolicyLossOutput`."""
+
+_APPLIES_IS_WEIGHTS = "__agent_rl_applies_is_weights__"
+
+
+def applies_is_weights(loss: UserPolicyLoss) -> UserPolicyLoss:
+    """Mark `loss` as scaling its per-token losses by `inputs.is_weights_B_T` itself, so that
+    `inputs.aggregate` does not scale them again (`rl/loss_contract.py` checks that it does)."""
+    setattr(loss, _APPLIES_IS_WEIGHTS, True)
+    return loss
+
+
+def declares_is_weights(loss: UserPolicyLoss) -> bool:
+    """Whether `loss` was marked `@applies_is_weights`."""
+    return bool(getattr(loss, _APPLIES_IS_WEIGHTS, False))
 
 
 @dataclass(frozen=True)
@@ -88,12 +117,17 @@ class AdvantageInputs:
 UserAdvantageEstimator = Callable[[AdvantageInputs], torch.Tensor]
 
 
-def verl_policy_loss(loss: UserPolicyLoss) -> VerlPolicyLoss:
-    """`loss` in verl's policy-loss signature (for the embedded trainer and verl's registry).
+def verl_policy_loss(
+    loss: UserPolicyLoss, options: Mapping[str, Any] | None = None
+) -> VerlPolicyLoss:
+    """`loss` in verl's policy-loss signature (for the embedded trainer and verl's registry),
+    called with the recipe's `options` as keyword arguments.
 
     Raises (when called):
         TypeError: `loss` returned something that is not a `PolicyLossOutput` with a scalar.
     """
+    keywords = dict(options or {})
+    weighs_itself = declares_is_weights(loss)
 
     def verl_signature(
         old_log_prob: torch.Tensor,
@@ -114,8 +148,9 @@ def verl_policy_loss(loss: UserPolicyLoss) -> VerlPolicyLoss:
             clip_ratio_low=float(config.clip_ratio_low),
             clip_ratio_high=float(config.clip_ratio_high),
             batch_info=dict(config.global_batch_info),
+            weigh_in_aggregate=not weighs_itself,
         )
-        output = loss(inputs)
+        output = loss(inputs, **keywords)
         if not isinstance(output, PolicyLossOutput) or output.loss.dim() != 0:
             raise TypeError(
                 f"policy loss {getattr(loss, '__qualname__', loss)!r} must return a "
@@ -128,9 +163,12 @@ def verl_policy_loss(loss: UserPolicyLoss) -> VerlPolicyLoss:
     return verl_signature
 
 
-def register_for_verl(name: str, loss: UserPolicyLoss) -> None:
+def register_for_verl(
+    name: str, loss: UserPolicyLoss, options: Mapping[str, Any] | None = None
+) -> None:
     """Register `loss` in verl's policy-loss registry as `name`, so that verl's workers run it
-    with `actor.policy_loss.loss_mode=<name>` (call it in a module the workers import)."""
+    with `actor.policy_loss.loss_mode=<name>` (call it in a module the workers import); verl's
+    workers pass no options, so give them here."""
     from verl.trainer.ppo.core_algos import register_policy_loss
 
-    register_policy_loss(name)(verl_policy_loss(loss))
+    register_policy_loss(name)(verl_policy_loss(loss, options))

@@ -23,6 +23,7 @@ from uni_agent_core.config.tasks import MixTasksConfig, PluginTasksConfig, Sourc
 from uni_agent_core.envs.environment import environment_class
 from uni_agent_core.harness.base import Harness
 from uni_agent_core.plugins import KINDS, PluginError, PluginKind, is_import_path, resolve
+from uni_agent_core.rl.loss_contract import check_policy_loss
 
 BUILTINS: dict[str, Any] = {
     "policy_loss": BuiltinPolicyLoss,
@@ -44,7 +45,9 @@ def plugin_problems(recipe: Recipe) -> list[tuple[str, str]]:
         ("trainer.algorithm.adv_estimator", "adv_estimator", algorithm.adv_estimator),
     ]
     for key, kind, name in algorithm_plugins:
-        if is_import_path(name):
+        if kind == "policy_loss" and is_import_path(name):
+            checks.append((key, partial(_check_policy_loss, name, algorithm.policy_loss_options)))
+        elif is_import_path(name):
             checks.append((key, partial(_check_callable, kind, name, 1)))
         elif name not in get_args(BUILTINS[kind]):
             checks.append((key, partial(_check_verl_name, kind, name)))
@@ -111,6 +114,21 @@ def _check_callable(kind: PluginKind, name: str, arguments: int) -> Any:
     except ValueError:  # no signature (a builtin): trust it
         pass
     return found
+
+
+def _check_policy_loss(name: str, options: dict[str, Any]) -> None:
+    """A user's loss: callable with its recipe options, and keeping the loss contract (the
+    mask, the rollout-correction weights: `rl/loss_contract.py`) on a probe batch."""
+    loss = _check_callable("policy_loss", name, 1)
+    try:
+        inspect.signature(loss).bind(None, **options)
+    except TypeError as error:
+        raise TypeError(
+            f"{name} does not take trainer.algorithm.policy_loss_options {sorted(options)}: {error}"
+        ) from None
+    except ValueError:  # no signature (a builtin): trust it
+        pass
+    check_policy_loss(loss, options, name=name)
 
 
 def _check_verl_name(kind: str, name: str) -> None:

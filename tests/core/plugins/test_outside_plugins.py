@@ -14,6 +14,7 @@ import torch
 from support.scripted_driver import scripted_driver
 
 from uni_agent_core.config import load_recipe
+from uni_agent_core.envs.environment import TaskEnvironment
 from uni_agent_core.types import ExitReason, RolloutResult, TaskSpec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -203,3 +204,25 @@ def test_a_group_is_scored_together_when_its_environment_says_so() -> None:
         assert all(t.reward == result.reward for t in result.trajectories)
         own = 1.0 if result.diff.strip().lower() == "paris" else 0.0
         assert result.resolved == (own == 1.0)  # its own score still says whether it solved it
+
+
+class _NoScore(TaskEnvironment):
+    """An environment that forgot `score` (issue 49, finding 4)."""
+
+    async def prepare(self, sandbox, task) -> None:
+        return None
+
+    async def observe(self, sandbox, task):
+        raise NotImplementedError
+
+
+def test_an_environment_missing_an_abstract_method_fails_validation_in_one_line() -> None:
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+
+    recipe = load_recipe(EXAMPLES / "recipe.yaml", [f"tasks.env={__name__}:_NoScore"])
+    ((key, message),) = plugin_problems(recipe)
+    assert key == "tasks.env"
+    assert message == (
+        f"task environment '{__name__}:_NoScore' does not implement score "
+        "(uni_agent_core.envs.environment.TaskEnvironment)"
+    )
