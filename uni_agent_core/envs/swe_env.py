@@ -3,10 +3,9 @@
 The first `TaskEnvironment`. The agent's sandbox gets the task's repository at its base
 commit with newer history scrubbed (`workspace.prepare_agent_workspace`); the final state is
 the working-tree diff; the score is the `Verifier`'s: the diff applied in a fresh sandbox, the
-hidden tests restored and run under `reward.test_timeout_s`, the log graded, the leak audit of
-the episode's shell commands applied. An episode the harness stopped unfinished
-(`types.UNFINISHED_EXITS`) is scored as `reward.unfinished` says. micro-swe, SWE-bench,
-SWE-rebench and R2E-Gym tasks all use it.
+hidden tests restored and run under `reward.test_timeout_s`, the log graded. The run's
+`reward.unfinished` and `reward.leak_audit` rules apply on top, as to every environment
+(`reward_rules.py`). micro-swe, SWE-bench, SWE-rebench and R2E-Gym tasks all use it.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from uni_agent_core.envs.environment import EpisodeFacts, Observation, Outcome, 
 from uni_agent_core.envs.verifier import Verdict, Verifier
 from uni_agent_core.envs.workspace import prepare_agent_workspace
 from uni_agent_core.sandbox.base import Sandbox
-from uni_agent_core.types import UNFINISHED_EXITS, TaskSpec, Verification
+from uni_agent_core.types import TaskSpec, Verification
 
 
 class SweEnvironment(TaskEnvironment):
@@ -34,15 +33,10 @@ class SweEnvironment(TaskEnvironment):
     async def score(self, episode: EpisodeFacts, observation: Observation) -> Outcome:
         task, started_at = episode.task, time.time()
         verifier = Verifier(self.context.sandbox_factory, self.reward_for(task))
-        verdict = None
-        if episode.exit_reason in UNFINISHED_EXITS:
-            verdict = verifier.score_unfinished(task, episode.tool_calls, episode.exit_reason.value)
-        if verdict is None:
-            verdict = await verifier.score_episode(task, observation.record, episode.tool_calls)
+        verdict = await verifier.verify(task, observation.record)
         return Outcome(
             reward=verdict.reward,
             resolved=verdict.resolved,
-            leak_flagged=verdict.leak_flagged,
             timed_out=verdict.timed_out,
             verification=verification_of(verdict, started_at),
         )

@@ -5,10 +5,9 @@ applied (`git apply`, then `patch --fuzz` as SWE-bench's harness falls back); ev
 hidden `test_patch` touches is restored to the base and the test patch applied over it, so a
 diff that edits or deletes tests cannot change what is run; the test command runs under the
 recipe's timeout; the log is graded with swebench's parsers (`grading.py`) and turned into a
-reward (`rewards.py`). `oracle` scores the task's gold patch the same way; `score_episode`
-adds the leak audit of the episode's commands and applies the recipe's `leak_audit` policy;
-`score_unfinished` scores an episode that ended unfinished as the recipe's `unfinished` says,
-without running the tests.
+reward (`rewards.py`). `oracle` scores the task's gold patch the same way. The run's
+`unfinished` and `leak_audit` rules are applied over an episode's verdict by the driver
+(`reward_rules.py`), as for every task environment.
 
 The steps are also exported (`apply_patch`, `apply_test_patch`, `run_tests`) because the data
 validator runs them in a different order on one sandbox.
@@ -19,7 +18,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import PurePosixPath
 from typing import Any, Literal
@@ -29,19 +28,13 @@ from pydantic import BaseModel, ConfigDict
 from uni_agent_core.config.reward import ResolvedRewardConfig, RewardConfig
 from uni_agent_core.config.sandbox import SandboxConfig
 from uni_agent_core.envs.grading import TestReport, framed_log, grade_log
-from uni_agent_core.envs.leak_audit import (
-    LeakReport,
-    apply_leak_policy,
-    audit_commands,
-    commands_from_tool_calls,
-)
 from uni_agent_core.envs.patches import patched_files
 from uni_agent_core.envs.rewards import reward_from_report
 from uni_agent_core.envs.workspace import materialize_repo, sandbox_overrides
 from uni_agent_core.sandbox.base import ExecResult, Sandbox
 from uni_agent_core.sandbox.factory import build_sandbox, sandbox_for_task
 from uni_agent_core.sandbox.pool import SandboxPool
-from uni_agent_core.types import TaskSpec, ToolCall
+from uni_agent_core.types import TaskSpec
 
 _PATCH_TIMEOUT_S = 120.0
 _START_GRACE_S = 30.0
@@ -74,13 +67,6 @@ class Verdict(BaseModel):
     duration_s: float = 0.0
     log_tail: str = ""
     """The end of the test log, for debugging."""
-    leak: LeakReport | None = None
-    """The leak audit of the episode's commands (`score_episode` only)."""
-    leak_flagged: bool = False
-    """The audit found answer mining and the recipe's `leak_audit` is `flag` or `zero`."""
-    test_reward: float | None = None
-    """The reward the tests earned before the leak policy (differs from `reward` only when
-    `leak_audit: zero` zeroed it)."""
 
 
 class TaskSandboxes:
@@ -194,55 +180,6 @@ class Verifier:
     async def verify(self, task: TaskSpec, diff: str) -> Verdict:
         """The reward of `diff` (the agent's working-tree patch) on `task`."""
         return await self._score(task, diff, "agent")
-
-    async def score_episode(
-        self, task: TaskSpec, diff: str, tool_calls: Iterable[Mapping[str, Any] | ToolCall]
-    ) -> Verdict:
-        """An agent episode's reward: the verifier's, under the recipe's leak-audit policy.
-
-        Args:
-            task: the task.
-            diff: the agent's working-tree patch.
-            tool_calls: the episode's tool calls (a harness's `ToolCall`s, or `{"name",
-                "arguments"}` mappings); their shell commands are audited.
-        """
-        verdict = await self.verify(task, diff)
-        leak = audit_commands(commands_from_tool_calls(tool_calls))
-        reward, flagged = apply_leak_policy(verdict.reward, leak, self.reward.leak_audit)
-        return verdict.model_copy(
-            update={
-                "reward": reward,
-                "test_reward": verdict.reward,
-                "leak": leak,
-                "leak_flagged": flagged,
-            }
-        )
-
-    def score_unfinished(
-        self,
-        task: TaskSpec,
-        tool_calls: Iterable[Mapping[str, Any] | ToolCall],
-        exit_reason: str,
-    ) -> Verdict | None:
-        """The verdict of an episode that ended unfinished (`exit_reason`, one of
-        `types.UNFINISHED_EXITS`) under `reward.unfinished`: None for `grade` (score the diff
-        with `score_episode`), else the fixed reward with no tests run; the leak audit still
-        flags the episode's commands."""
-        reward = self.reward.unfinished_reward()
-        if reward is None:
-            return None
-        leak = audit_commands(commands_from_tool_calls(tool_calls))
-        _, flagged = apply_leak_policy(0.0, leak, self.reward.leak_audit)
-        return Verdict(
-            instance_id=task.instance_id,
-            mode="agent",
-            reward=reward,
-            resolved=False,
-            patch_applied=True,
-            error=self.reward.not_graded(exit_reason),
-            leak=leak,
-            leak_flagged=flagged,
-        )
 
     async def oracle(self, task: TaskSpec) -> Verdict:
         """The reward of the task's gold patch (1.0 for every valid task)."""

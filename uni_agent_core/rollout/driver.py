@@ -39,6 +39,7 @@ from uni_agent_core.envs.environment import (
     TaskEnvironment,
     TaskEnvironments,
 )
+from uni_agent_core.envs.reward_rules import score_under_rules
 from uni_agent_core.envs.verifier import SandboxFactory
 from uni_agent_core.envs.workspace import TaskDataError
 from uni_agent_core.gateway.manager import SessionLimitError, SessionManager, SessionNotFoundError
@@ -267,8 +268,8 @@ class RolloutDriver:
         if error is None:
             clock = time.perf_counter()
             try:
-                outcome = await environment.score(
-                    EpisodeFacts(task, exit_reason, actions), observation
+                outcome = await score_under_rules(
+                    environment, EpisodeFacts(task, exit_reason, actions), observation
                 )
                 if outcome.timed_out:
                     exit_reason = ExitReason.TEST_TIMEOUT

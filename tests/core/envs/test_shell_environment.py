@@ -23,6 +23,7 @@ from uni_agent_core.envs.environment import (
     Outcome,
     environment_class,
 )
+from uni_agent_core.envs.reward_rules import score_under_rules
 from uni_agent_core.envs.shell.environment import ShellEnvironment
 from uni_agent_core.envs.shell.generator import GeneratedShellTask, generate, write_dataset
 from uni_agent_core.envs.sources import load_task_file
@@ -73,7 +74,8 @@ def _episode(
                 done = await sandbox.exec(solve)
                 assert done.ok, done.stderr
             observation = await environment.observe(sandbox, task)
-        outcome = await environment.score(EpisodeFacts(task, exit_reason, tool_calls), observation)
+        facts = EpisodeFacts(task, exit_reason, tool_calls)
+        outcome = await score_under_rules(environment, facts, observation)
         return observation, outcome, seen
 
     return asyncio.run(run())

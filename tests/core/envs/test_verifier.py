@@ -119,21 +119,3 @@ def test_changed_sources_are_refused(tasks, tmp_path) -> None:
     task = tasks[0].model_copy(update={"base_commit": "0" * 40})
     with pytest.raises(TaskDataError, match="sources changed"):
         asyncio.run(Verifier(sandbox_factory()).oracle(task))
-
-
-def test_episode_reward_under_the_leak_policy(tasks) -> None:
-    task = tasks[1]
-    mining = [{"name": "bash", "arguments": {"command": "git log --all --oneline"}}]
-    honest = [{"name": "bash", "arguments": {"command": "git diff"}}]
-
-    def score(mode, calls):
-        verifier = Verifier(sandbox_factory(), ResolvedRewardConfig(leak_audit=mode))
-        return asyncio.run(verifier.score_episode(task, task.patch, calls))
-
-    zeroed = score("zero", mining)
-    assert (zeroed.reward, zeroed.test_reward, zeroed.leak_flagged) == (0.0, 1.0, True)
-    assert zeroed.leak is not None and zeroed.leak.counts == {"all_refs_log": 1}
-    flagged = score("flag", mining)
-    assert (flagged.reward, flagged.leak_flagged) == (1.0, True)
-    clean = score("zero", honest)
-    assert (clean.reward, clean.leak_flagged) == (1.0, False)

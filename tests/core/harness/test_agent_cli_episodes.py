@@ -166,7 +166,7 @@ def play(
             await prepare_agent_workspace(box, task)
             result = await build_harness(config).run(task, box, endpoint)
             diff = await box.diff()
-        verdict = await Verifier(factory, ResolvedRewardConfig()).score_episode(task, diff, [])
+        verdict = await Verifier(factory, ResolvedRewardConfig()).verify(task, diff)
         return result, verdict.reward
 
     result, reward = asyncio.run(episode())

@@ -11,8 +11,9 @@ name the agent cannot have prepared, and deleted after their run; the check scri
 after the agent is done. `score` turns the report into a reward: `resolved` is 1 iff every
 check passed; `partial_credit` is the share of checks passed (its `resolved_bonus` added when
 all pass, then divided by `1 + resolved_bonus`; the FAIL_TO_PASS/PASS_TO_PASS weights do not
-apply). `reward.unfinished` and `reward.leak_audit` apply as in the SWE environment, and a check
-that runs out of time scores 0 and ends the episode `test_timeout`.
+apply). A check that runs out of time scores 0 and ends the episode `test_timeout`. The run's
+`reward.unfinished` and `reward.leak_audit` rules apply on top, as to every environment
+(`reward_rules.py`).
 """
 
 from __future__ import annotations
@@ -30,16 +31,11 @@ from uni_agent_core.config.reward import (
     RewardConfig,
 )
 from uni_agent_core.envs.environment import EpisodeFacts, Observation, Outcome, TaskEnvironment
-from uni_agent_core.envs.leak_audit import (
-    apply_leak_policy,
-    audit_commands,
-    commands_from_tool_calls,
-)
 from uni_agent_core.envs.micro_swe.generator import GIT_IDENTITY
 from uni_agent_core.envs.shell.checks import CheckReport, ShellTaskData, parse_report
 from uni_agent_core.envs.workspace import TaskDataError
 from uni_agent_core.sandbox.base import ExecResult, Sandbox, SandboxError
-from uni_agent_core.types import UNFINISHED_EXITS, TaskSpec, Verification
+from uni_agent_core.types import TaskSpec, Verification
 
 SCRATCH_PREFIX = ".agent-rl-shell-"
 """The scratch directory of a script run, beside the working directory (a random suffix)."""
@@ -181,19 +177,9 @@ class ShellEnvironment(TaskEnvironment):
         if not isinstance(report, CheckReport):
             raise TaskDataError(f"task {task.instance_id}: no check report to score")
         reward = self.reward_for(task)
-        leak = audit_commands(commands_from_tool_calls(episode.tool_calls))
-        fixed = reward.unfinished_reward() if episode.exit_reason in UNFINISHED_EXITS else None
-        if fixed is not None:
-            _, flagged = apply_leak_policy(0.0, leak, reward.leak_audit)
-            error = reward.not_graded(episode.exit_reason.value)
-            verification = Verification(error=error, started_at=report.started_at)
-            return Outcome(fixed, False, leak_flagged=flagged, verification=verification)
-        earned = 0.0 if report.timed_out else check_reward(report, reward)
-        value, flagged = apply_leak_policy(earned, leak, reward.leak_audit)
         return Outcome(
-            reward=value,
+            reward=0.0 if report.timed_out else check_reward(report, reward),
             resolved=report.resolved,
-            leak_flagged=flagged,
             timed_out=report.timed_out,
             verification=verification_of(report, reward.test_timeout_s),
         )
