@@ -5,9 +5,14 @@ Every place that turns a recipe's name into an object looks it up here: a built-
 (`react`, `local`, `swe`, ...) or a user's own object by import path, `package.module:attribute`
 (the attribute may be dotted: `module:Class.method`). A user's module is imported when the
 recipe is checked (`agent-rl recipe validate`, and every command before it starts work), so a
-typo or an object that does not fit fails there, in one line. A package can also register its
-builders under short names with `register` (for instance from its `__init__`), and a recipe
-that imports it first names them.
+typo or an object that does not fit fails there, in one line.
+
+An installed package shares its builders under short names through entry points, one group per
+kind (`ENTRY_POINT_GROUPS`: `[project.entry-points."agent_rl.task_envs"] my_env =
+"my_env.environment:MyEnvironment"` in its pyproject): once it is `pip install`ed a recipe names
+`env: my_env`, with no `PYTHONPATH` and no import order to get right. `installed` lists every
+name and where it comes from (`agent-rl plugins list`). Built-in and `register`ed names come
+first: an installed package cannot shadow them.
 
 Built-ins are registered as import paths too, so looking one up imports only its own module (a
 local run never imports modal or swe-rex). Which protocol each kind's object must fit, and how
@@ -21,6 +26,8 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
 from uni_agent_core.errors import UserError
@@ -45,6 +52,16 @@ KINDS: Mapping[PluginKind, str] = {
     "per episode (uni_agent_core.rl.losses)",
 }
 """Each kind of plug-in and what its object must be."""
+
+ENTRY_POINT_GROUPS: Mapping[PluginKind, str] = {
+    "task_env": "agent_rl.task_envs",
+    "task_source": "agent_rl.task_sources",
+    "harness": "agent_rl.harnesses",
+    "sandbox": "agent_rl.sandboxes",
+    "policy_loss": "agent_rl.policy_losses",
+    "adv_estimator": "agent_rl.adv_estimators",
+}
+"""The entry-point group an installed package lists its plug-ins of each kind in."""
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -82,6 +99,56 @@ def is_import_path(name: str) -> bool:
     return bool(_IMPORT_PATH.match(name))
 
 
+@dataclass(frozen=True)
+class InstalledPlugin:
+    """A name a recipe can give for one kind of plug-in, and where it comes from."""
+
+    kind: PluginKind
+    name: str
+    target: str
+    """The import path it stands for (`repr` of an object registered as one)."""
+    origin: str
+    """`built-in`, `registered` (by `register` in this process), or the distribution that
+    declares it as an entry point (`name version`)."""
+
+
+def _entry_points(kind: PluginKind) -> dict[str, EntryPoint]:
+    """The installed entry points of `kind`, by name (the first one wins on a clash)."""
+    found: dict[str, EntryPoint] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUPS[kind]):
+        found.setdefault(point.name, point)
+    return found
+
+
+def _origin(point: EntryPoint) -> str:
+    dist = point.dist
+    return f"{dist.name} {dist.version}" if dist is not None else "an installed package"
+
+
+def installed(kind: PluginKind | None = None) -> list[InstalledPlugin]:
+    """Every name of `kind` (of every kind when None) a recipe can give, sorted by kind and
+    name: built-in and registered ones, then installed packages' entry points."""
+    kinds = [kind] if kind is not None else list(ENTRY_POINT_GROUPS)
+    rows: list[InstalledPlugin] = []
+    for each in kinds:
+        names: dict[str, InstalledPlugin] = {}
+        for name, target in _registry[each].items():
+            builtin = isinstance(target, str) and target.startswith("uni_agent_core.")
+            text = target if isinstance(target, str) else repr(target)
+            origin = "built-in" if builtin else "registered"
+            names[name] = InstalledPlugin(each, name, text, origin)
+        for name, point in _entry_points(each).items():
+            names.setdefault(name, InstalledPlugin(each, name, point.value, _origin(point)))
+        rows += [names[name] for name in sorted(names)]
+    return rows
+
+
+def is_user_plugin(kind: PluginKind, name: str) -> bool:
+    """True when `name` stands for a user's object: an import path, a `register`ed name, or an
+    installed package's entry point (not a name verl or the recipe schema knows)."""
+    return is_import_path(name) or name in _registry[kind] or name in _entry_points(kind)
+
+
 def register(kind: PluginKind, name: str, target: Any, *, replace: bool = False) -> None:
     """Register `target` (an object, or an import path string resolved on first use) as the
     `kind` named `name`.
@@ -98,25 +165,30 @@ def register(kind: PluginKind, name: str, target: Any, *, replace: bool = False)
 
 
 def registered(kind: PluginKind) -> list[str]:
-    """The names registered for `kind`, sorted."""
-    return sorted(_registry[kind])
+    """The names a recipe can give for `kind` (registered and installed), sorted."""
+    return sorted({*_registry[kind], *_entry_points(kind)})
 
 
 def resolve(kind: PluginKind, name: str) -> Any:
-    """The object `name` stands for: a registered name's, or the import path's.
+    """The object `name` stands for: a registered name's, an installed entry point's, or the
+    import path's.
 
     Raises:
-        PluginError: `name` is neither registered nor an import path, its module does not
-            import, or it has no such attribute.
+        PluginError: `name` is neither registered, installed nor an import path, its module
+            does not import, or it has no such attribute.
     """
-    target = _registry[kind].get(name, name)
+    target = _registry[kind].get(name)
+    if target is None:
+        point = None if is_import_path(name) else _entry_points(kind).get(name)
+        target = point.value if point is not None else name
     if not isinstance(target, str):
         return target
     if not is_import_path(target):
         known = ", ".join(registered(kind)) or "none"
         raise PluginError(
-            f"unknown {kind} {name!r}: name a registered one ({known}) or your own object as "
-            "`package.module:attribute`"
+            f"unknown {kind} {name!r}: name a registered or installed one ({known}), or your "
+            "own object as `package.module:attribute` (an installed package lists its own in "
+            f"the {ENTRY_POINT_GROUPS[kind]!r} entry points: `agent-rl plugins list`)"
         )
     module_name, _, attribute = target.partition(":")
     try:

@@ -18,6 +18,7 @@ from typing import Any
 
 from uni_agent_core.errors import UserError
 from uni_agent_core.models import resolve_policy
+from uni_agent_core.plugins import ENTRY_POINT_GROUPS
 
 USAGE_ERROR = 2
 """Exit status of a user error: a `UserError`, or argparse's own usage error."""
@@ -52,6 +53,21 @@ def _cmd_models_list(args: argparse.Namespace) -> int:
 
     for line in describe_policies():
         print(line)
+    return 0
+
+
+def _cmd_plugins_list(args: argparse.Namespace) -> int:
+    from uni_agent_core.plugins import installed
+
+    rows = installed(args.kind)
+    width = max((len(row.name) for row in rows), default=0)
+    for kind in [args.kind] if args.kind else list(ENTRY_POINT_GROUPS):
+        print(f"{kind} (entry points: {ENTRY_POINT_GROUPS[kind]})")
+        mine = [row for row in rows if row.kind == kind]
+        for row in mine:
+            print(f"  {row.name:<{width}}  {row.target}  [{row.origin}]")
+        if not mine:
+            print("  none: a recipe names yours by `package.module:attribute`")
     return 0
 
 
@@ -509,6 +525,16 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=_cmd_models_prepare)
     listing = models_sub.add_parser("list", help="known policies and their cache state")
     listing.set_defaults(func=_cmd_models_list)
+
+    plugins = sub.add_parser("plugins", help="plug-ins a recipe can name, and where they come from")
+    plugins_sub = plugins.add_subparsers(dest="plugins_command", required=True)
+    plugin_list = plugins_sub.add_parser(
+        "list", help="built-in, registered and installed (entry point) plug-ins, by kind"
+    )
+    plugin_list.add_argument(
+        "--kind", choices=sorted(ENTRY_POINT_GROUPS), help="only this kind of plug-in"
+    )
+    plugin_list.set_defaults(func=_cmd_plugins_list)
 
     agents = sub.add_parser("agents", help="the agent CLIs trained black-box (Claude Code, Codex)")
     agents.add_argument(

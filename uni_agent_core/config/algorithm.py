@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from uni_agent_core.config.base import ConfigModel, ImportPath
+from uni_agent_core.plugins import is_user_plugin
 
 BuiltinAdvantageEstimator = Literal["grpo", "rloo", "reinforce_plus_plus", "grpo_passk", "opo"]
 """verl's advantage estimators (`algorithm.adv_estimator`)."""
@@ -89,9 +90,9 @@ class AlgorithmConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _options_need_a_loss_of_yours(self) -> AlgorithmConfig:
-        if self.policy_loss_options and ":" not in self.policy_loss:
+        if self.policy_loss_options and not is_user_plugin("policy_loss", self.policy_loss):
             raise ValueError(
-                f"policy_loss_options are given to a loss named by import path "
-                f"(`package.module:function`); {self.policy_loss!r} takes none"
+                "policy_loss_options are given to a loss of yours (by import path, "
+                f"`package.module:function`, or installed); {self.policy_loss!r} takes none"
             )
         return self

@@ -55,6 +55,16 @@ ImportPath = Annotated[
 """A user's own object, `package.module:attribute` (`uni_agent_core.plugins`); whether it
 imports and fits is checked when the recipe is checked on a host."""
 
+PluginRef = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z_][\w.-]*(:[A-Za-z_][\w.]*)?$",
+        examples=["my_package.my_module:build", "my_installed_plugin"],
+    ),
+]
+"""A user's plug-in: `package.module:attribute`, or the short name an installed package
+declares as an entry point (`uni_agent_core.plugins`, `agent-rl plugins list`)."""
+
 
 class ConfigModel(BaseModel):
     """Base of all recipe models: unknown keys are errors and field docstrings are descriptions.

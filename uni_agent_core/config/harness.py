@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from uni_agent_core.config.base import ConfigModel, Duration, ImportPath, raise_conflicts
+from uni_agent_core.config.base import ConfigModel, Duration, PluginRef, raise_conflicts
 
 ToolName = Literal["shell", "editor", "submit", "finish"]
 """Tools the ReAct harness can expose."""
@@ -207,9 +207,10 @@ class PluginHarnessConfig(ConfigModel):
 
     type: Literal["plugin"] = "plugin"
     """Selects a user's harness."""
-    path: ImportPath
-    """`package.module:attribute`: a callable that takes `options` and returns an object with
-    `async def run(task, sandbox, endpoint) -> HarnessResult` (`harness/base.py`)."""
+    path: PluginRef
+    """`package.module:attribute`, or an installed package's `agent_rl.harnesses` name: a callable
+    that takes `options` and returns an object with `async def run(task, sandbox, endpoint) ->
+    HarnessResult` (`harness/base.py`)."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Handed to the callable as one mapping; its meaning is the harness's own."""
     name: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_-]*$")

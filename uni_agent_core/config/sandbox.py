@@ -16,7 +16,7 @@ from uni_agent_core.config.base import (
     MAX_DURATION_S,
     ConfigModel,
     Duration,
-    ImportPath,
+    PluginRef,
     raise_conflicts,
 )
 
@@ -238,10 +238,11 @@ class PluginSandboxConfig(_SandboxLimits):
 
     type: Literal["plugin"] = "plugin"
     """Selects a user's backend."""
-    path: ImportPath
-    """`package.module:attribute`: a callable that takes `options` and a task's placement as
-    keywords (`hide_paths=` for local tasks; `image=`, `workdir=` for image tasks) and returns a
-    not yet started `Sandbox` (`sandbox/base.py`)."""
+    path: PluginRef
+    """`package.module:attribute`, or an installed package's `agent_rl.sandboxes` name: a callable
+    that takes `options` and a task's placement as keywords (`hide_paths=` for local tasks;
+    `image=`, `workdir=` for image tasks) and returns a not yet started `Sandbox`
+    (`sandbox/base.py`)."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Handed to the callable as one mapping; its meaning is the backend's own."""
 

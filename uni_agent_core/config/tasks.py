@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from uni_agent_core.config.base import ConfigModel, ImportPath, raise_conflicts
+from uni_agent_core.config.base import ConfigModel, PluginRef, raise_conflicts
 
 MicroSweLevel = Literal["L0", "L1", "L2", "L3"]
 """Difficulty levels of generated micro-swe tasks, easiest first."""
@@ -147,9 +147,9 @@ class PluginTasksConfig(_TaskSource):
 
     type: Literal["plugin"] = "plugin"
     """Selects a user's task source."""
-    path: ImportPath
-    """`package.module:function`: called with `options`, it returns the tasks, as `TaskSpec`s
-    or rows in agent-rl's task form."""
+    path: PluginRef
+    """`package.module:function`, or an installed package's `agent_rl.task_sources` name: called
+    with `options`, it returns the tasks, as `TaskSpec`s or rows in agent-rl's task form."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Handed to the function as one mapping; its meaning is the source's own."""
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from uni_agent_core.config.algorithm import AlgorithmConfig
-from uni_agent_core.plugins import is_import_path, resolve
+from uni_agent_core.plugins import is_user_plugin, resolve
 from uni_agent_core.rl.losses import AdvantageInputs, verl_policy_loss
 
 
@@ -33,7 +33,7 @@ def verl_algo_config(algorithm: AlgorithmConfig) -> Any:
 
     estimator = algorithm.adv_estimator
     return AlgoConfig(
-        adv_estimator="grpo" if is_import_path(estimator) else estimator,
+        adv_estimator="grpo" if is_user_plugin("adv_estimator", estimator) else estimator,
         norm_adv_by_std_in_grpo=algorithm.norm_adv_by_std,
         gamma=1.0,
         lam=1.0,
@@ -55,7 +55,11 @@ def verl_actor_config(algorithm: AlgorithmConfig) -> Any:
         clip_ratio_c=algorithm.clip_ratio_c,
         loss_agg_mode=algorithm.loss_agg_mode,
         policy_loss=PolicyLossConfig(
-            loss_mode="vanilla" if is_import_path(algorithm.policy_loss) else algorithm.policy_loss
+            loss_mode=(
+                "vanilla"
+                if is_user_plugin("policy_loss", algorithm.policy_loss)
+                else algorithm.policy_loss
+            )
         ),
     )
 
@@ -78,7 +82,7 @@ def episode_advantages(
 
     if len(group_ids) != rewards_E.shape[0]:
         raise ValueError(f"{len(group_ids)} group ids for {rewards_E.shape[0]} rewards")
-    if is_import_path(algorithm.adv_estimator):
+    if is_user_plugin("adv_estimator", algorithm.adv_estimator):
         return _user_advantages(rewards_E, group_ids, algorithm)
     estimator = get_adv_estimator_fn(algorithm.adv_estimator)
     accepted = inspect.signature(estimator).parameters
@@ -173,7 +177,7 @@ class PolicyLoss:
         name = algorithm.policy_loss
         self.loss_fn = (
             verl_policy_loss(resolve("policy_loss", name), algorithm.policy_loss_options)
-            if is_import_path(name)
+            if is_user_plugin("policy_loss", name)
             else get_policy_loss_fn(name)
         )
         self.loss_scale_factor = loss_scale_factor

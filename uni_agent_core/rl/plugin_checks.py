@@ -22,7 +22,7 @@ from uni_agent_core.config.sandbox import PluginSandboxConfig
 from uni_agent_core.config.tasks import MixTasksConfig, PluginTasksConfig, SourceTasksConfig
 from uni_agent_core.envs.environment import environment_class
 from uni_agent_core.harness.base import Harness
-from uni_agent_core.plugins import KINDS, PluginError, PluginKind, is_import_path, resolve
+from uni_agent_core.plugins import KINDS, PluginError, PluginKind, is_user_plugin, resolve
 from uni_agent_core.rl.loss_contract import check_policy_loss
 
 BUILTINS: dict[str, Any] = {
@@ -45,9 +45,9 @@ def plugin_problems(recipe: Recipe) -> list[tuple[str, str]]:
         ("trainer.algorithm.adv_estimator", "adv_estimator", algorithm.adv_estimator),
     ]
     for key, kind, name in algorithm_plugins:
-        if kind == "policy_loss" and is_import_path(name):
+        if kind == "policy_loss" and is_user_plugin(kind, name):
             checks.append((key, partial(_check_policy_loss, name, algorithm.policy_loss_options)))
-        elif is_import_path(name):
+        elif is_user_plugin(kind, name):
             checks.append((key, partial(_check_callable, kind, name, 1)))
         elif name not in get_args(BUILTINS[kind]):
             checks.append((key, partial(_check_verl_name, kind, name)))

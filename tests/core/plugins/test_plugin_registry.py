@@ -31,7 +31,8 @@ def test_an_import_path_resolves_a_dotted_attribute() -> None:
 
 
 def test_an_unknown_name_lists_the_known_ones() -> None:
-    with pytest.raises(PluginError, match=r"unknown harness 'reactt': name a registered one"):
+    unknown = r"unknown harness .reactt.: name a registered or installed one"
+    with pytest.raises(PluginError, match=unknown):
         resolve("harness", "reactt")
     with pytest.raises(PluginError) as raised:
         resolve("task_env", "nowhere.module:Env")

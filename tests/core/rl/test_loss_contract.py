@@ -148,7 +148,7 @@ def test_validation_names_the_loss_key_and_its_options(monkeypatch) -> None:
 
 
 def test_options_for_a_builtin_loss_are_a_recipe_error() -> None:
-    with pytest.raises(ValueError, match="policy_loss_options are given to a loss named by"):
+    with pytest.raises(ValueError, match="policy_loss_options are given to a loss of yours"):
         _recipe("vanilla", "trainer.algorithm.policy_loss_options={beta: 1}")
 
 

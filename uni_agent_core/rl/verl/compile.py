@@ -26,7 +26,7 @@ from uni_agent_core.config.backend import VerlBackendConfig
 from uni_agent_core.config.inference import OpenAIServerEngineConfig
 from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.errors import UserError
-from uni_agent_core.plugins import is_import_path
+from uni_agent_core.plugins import PluginKind, is_import_path, is_user_plugin
 
 VERL_ENTRY_MODULE = "verl.trainer.main_ppo"
 """verl's trainer entry point (Hydra app `ppo_trainer`)."""
@@ -101,13 +101,19 @@ def verl_overrides(recipe: Recipe, inputs: VerlInputs) -> list[str]:
             "than verl's rollout.temperature, which verl's logprob recomputation assumes; use "
             "ignore or reject on verl"
         )
-    for key, name in (
-        ("trainer.algorithm.policy_loss", recipe.trainer.algorithm.policy_loss),
-        ("trainer.algorithm.adv_estimator", recipe.trainer.algorithm.adv_estimator),
-    ):
-        if is_import_path(name):
+    algorithm_plugins: tuple[tuple[str, PluginKind, str], ...] = (
+        ("trainer.algorithm.policy_loss", "policy_loss", recipe.trainer.algorithm.policy_loss),
+        (
+            "trainer.algorithm.adv_estimator",
+            "adv_estimator",
+            recipe.trainer.algorithm.adv_estimator,
+        ),
+    )
+    for key, kind, name in algorithm_plugins:
+        if is_user_plugin(kind, name):
+            how = "by import path" if is_import_path(name) else "as an installed plug-in"
             raise VerlConfigError(
-                f"{key}: {name} is named by import path, which verl's workers do not resolve; "
+                f"{key}: {name} is named {how}, which verl's workers do not resolve; "
                 "register it in verl's registry from a module the workers import "
                 "(uni_agent_core.rl.losses.register_for_verl, docs/extending.md) and name it "
                 "here by its registered name"
