@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from uni_agent_core.config.base import ConfigModel
 from uni_agent_core.config.tasks import MicroSweLevel
 
-EvalSuite = Literal["micro_swe", "shell", "heldout", "swe_bench_verified"]
+SourceSplit = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.-]*:[A-Za-z_][\w-]*$")]
+"""`NAME:SPLIT`: a split of a registered or installed task source (`capitals:test`)."""
+
+EvalSuite = Literal["micro_swe", "shell", "heldout", "swe_bench_verified"] | SourceSplit
 """Held-out suites a checkpoint can be scored on."""
 
 
@@ -24,9 +27,12 @@ class EvalConfig(ConfigModel):
     """Evaluate checkpoints during the run."""
     suite: EvalSuite = "micro_swe"
     """`micro_swe`: the bundled micro-swe held-out split (runs anywhere); `shell`: the bundled
-    shell tasks' held-out split; `heldout`: the held-out split of each generated source of
-    `tasks:` (micro_swe, shell, or a mix of them: scores per kind of task); `swe_bench_verified`:
-    the 500 SWE-bench Verified tasks (needs a container sandbox)."""
+    shell tasks' held-out split; `heldout`: the held-out split of each source of `tasks:`
+    (micro_swe, shell, a user's source whose function takes a `split`, or a mix of them: scores
+    per kind of task); `NAME:SPLIT`: a split of a registered or installed task source;
+    `swe_bench_verified`: the 500 SWE-bench Verified tasks (needs a container sandbox). A run
+    whose tasks all come from files or a user's source must name its suite (the default would
+    score unrelated micro-swe tasks)."""
     dataset: str | None = None
     """Rows of the suite: a local file or a cached Hugging Face dataset id; None uses the
     bundled held-out split (micro_swe) or `princeton-nlp/SWE-bench_Verified` from the cache."""

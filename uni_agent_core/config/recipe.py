@@ -213,17 +213,30 @@ class Recipe(ConfigModel):
                         "swerex)",
                     )
                 )
+        kinds = task_types(self.tasks)
         if self.eval.enabled and self.eval.suite == "heldout":
-            others = sorted(task_types(self.tasks) - GENERATED_TASKS)
+            # a user's source has one when its function takes a `split` (plugin_checks.py)
+            others = sorted(kinds - GENERATED_TASKS - {"plugin"})
             if others:
                 problems.append(
                     (
                         "eval.suite",
                         f"heldout scores the held-out split of generated task sources "
-                        f"(micro_swe, shell); {', '.join(others)} tasks have none (use "
-                        "micro_swe, shell or swe_bench_verified)",
+                        f"(micro_swe, shell) and of your own sources; {', '.join(others)} "
+                        "tasks have none (use micro_swe, shell or swe_bench_verified)",
                     )
                 )
+        users_only = kinds <= {"plugin", "file"}
+        if self.eval.enabled and users_only and "suite" not in self.eval.model_fields_set:
+            problems.append(
+                (
+                    "eval.suite",
+                    "the tasks come from your own source, and the default suite (micro_swe) "
+                    "would score unrelated bundled tasks: name heldout (your source's held-out "
+                    "split: give its function a `split` parameter), NAME:SPLIT, another suite, "
+                    "or set eval.enabled: false",
+                )
+            )
         swe_bench = self.eval.enabled and self.eval.suite == "swe_bench_verified"
         if swe_bench and self.sandbox.type not in CONTAINER_SANDBOXES:
             problems.append(

@@ -11,6 +11,7 @@ the sources of a `mix`.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -271,14 +272,47 @@ def _load_source(config: SourceTasksConfig, cache: Path | None) -> list[TaskSpec
     return [task_from_row(row, config.type) for row in rows]
 
 
-def _load_plugin(config: PluginTasksConfig) -> list[TaskSpec]:
-    """A user's source's tasks (`TaskSpec`s, or rows in agent-rl's task form).
+def has_splits(source: Any) -> bool:
+    """Whether a user's task source function takes a `split` (`train`, `test`, ...): then its
+    held-out split can be evaluated (`eval.suite: heldout`, `NAME:test`)."""
+    try:
+        return "split" in inspect.signature(source).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def load_plugin_split(config: PluginTasksConfig, split: str) -> list[TaskSpec]:
+    """The `split` of a user's source (its function called with `split=`), the source's `env`
+    kept.
+
+    Raises:
+        TaskSourceError: the function takes no `split`, or returned something else than tasks.
+    """
+    tasks = _load_plugin(config, split)
+    if config.env is not None:
+        tasks = [task.model_copy(update={"env": config.env}) for task in tasks]
+    return tasks
+
+
+def _load_plugin(config: PluginTasksConfig, split: str | None = None) -> list[TaskSpec]:
+    """A user's source's tasks (`TaskSpec`s, or rows in agent-rl's task form); with `split`,
+    that split's.
 
     Raises:
         PluginError: its path does not import.
-        TaskSourceError: it returned something that is not a task or a task row.
+        TaskSourceError: it returned something that is not a task or a task row, or a split
+            was asked of a function that takes none.
     """
-    loaded = resolve("task_source", config.path)(dict(config.options))
+    source = resolve("task_source", config.path)
+    if split is None:
+        loaded = source(dict(config.options))
+    elif has_splits(source):
+        loaded = source(dict(config.options), split=split)
+    else:
+        raise TaskSourceError(
+            f"{config.path} has no {split!r} split: give its function a `split` parameter "
+            '(`def load(options, split="train")`) to evaluate its held-out tasks'
+        )
     tasks = []
     for index, item in enumerate(loaded):
         if isinstance(item, TaskSpec):

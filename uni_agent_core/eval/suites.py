@@ -1,5 +1,7 @@
 """Evaluation suites by name: the bundled micro-swe and shell splits, the held-out split of a
-recipe's own generated sources, SWE-bench Verified, SWE-rebench, or a file of task rows."""
+recipe's own sources (generated, or a user's source that takes a `split`), a split of any
+registered or installed task source (`NAME:SPLIT`), SWE-bench Verified, SWE-rebench, or a file
+of task rows."""
 
 from __future__ import annotations
 
@@ -10,13 +12,20 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.tasks import (
     MicroSweTasksConfig,
     MixTasksConfig,
+    PluginTasksConfig,
     ShellLevel,
     ShellTasksConfig,
     SweBenchTasksConfig,
     SweRebenchTasksConfig,
     TasksConfig,
 )
-from uni_agent_core.envs.sources import interleave, load_task_file, load_tasks
+from uni_agent_core.envs.sources import (
+    interleave,
+    load_plugin_split,
+    load_task_file,
+    load_tasks,
+)
+from uni_agent_core.plugins import is_import_path, is_user_plugin
 from uni_agent_core.types import TaskSpec
 
 SUITES = (
@@ -43,7 +52,7 @@ SWE_REBENCH = "nebius/SWE-rebench"
 
 def recipe_suite(recipe: Recipe) -> str:
     """The suite the recipe's `eval:` section names."""
-    return RECIPE_SUITES[recipe.eval.suite]
+    return RECIPE_SUITES.get(recipe.eval.suite, recipe.eval.suite)
 
 
 def resolve_suite(
@@ -53,9 +62,11 @@ def resolve_suite(
 
     Args:
         suite: `micro-swe:test` (the held-out split, never trained on), `micro-swe:train`,
-            `shell:test`, `shell:train`, `heldout` (the held-out split of each generated source
-            of the recipe's `tasks:`, interleaved), `swe-bench-verified`, `swe-rebench`, or a
-            path to task rows (JSONL/parquet/dir).
+            `shell:test`, `shell:train`, `heldout` (the held-out split of each source of the
+            recipe's `tasks:`, interleaved), `NAME:SPLIT` (a split of a registered or
+            installed task source, with the recipe's options for it where its `tasks:` names
+            it), `swe-bench-verified`, `swe-rebench`, or a path to task rows
+            (JSONL/parquet/dir).
         recipe: supplies the seed, the eval section's defaults and the dataset location.
         max_tasks: evaluate the first N tasks (default: the eval section's `max_tasks`).
         data: rows of a dataset suite (a local file or a cached `datasets` id).
@@ -97,7 +108,23 @@ def resolve_suite(
         )
     if Path(suite).exists():
         return load_task_file(suite)[:limit]
-    raise ValueError(f"unknown suite {suite!r}; use one of {', '.join(SUITES)} or a task file")
+    name, _, named_split = suite.rpartition(":")
+    if name and not is_import_path(name) and is_user_plugin("task_source", name):
+        return load_plugin_split(_source_named(recipe.tasks, name), named_split)[:limit]
+    raise ValueError(
+        f"unknown suite {suite!r}; use one of {', '.join(SUITES)}, NAME:SPLIT of an installed "
+        "task source (`agent-rl plugins list --kind task_source`), or a task file"
+    )
+
+
+def _source_named(tasks: TasksConfig, name: str) -> PluginTasksConfig:
+    """The recipe's own section for the task source `name` (its options and env), or a bare
+    one when the recipe's tasks come from elsewhere."""
+    sources = list(tasks.sources) if isinstance(tasks, MixTasksConfig) else [tasks]
+    for source in sources:
+        if isinstance(source, PluginTasksConfig) and source.path == name:
+            return source
+    return PluginTasksConfig(path=name)
 
 
 def heldout_tasks(tasks: TasksConfig, limit: int | None) -> list[TaskSpec]:
@@ -105,12 +132,16 @@ def heldout_tasks(tasks: TasksConfig, limit: int | None) -> list[TaskSpec]:
     interleaved; `limit` tasks in all, shared evenly), each source's `env` kept.
 
     Raises:
-        ValueError: a source has no held-out split (a dataset, a file, a user's source).
+        ValueError: a source has no held-out split (a dataset, a file).
+        TaskSourceError: a user's source takes no `split`.
     """
     sources = list(tasks.sources) if isinstance(tasks, MixTasksConfig) else [tasks]
     share = None if limit is None else -(-limit // len(sources))
     heldout = []
     for source in sources:
+        if isinstance(source, PluginTasksConfig):
+            heldout.append(load_plugin_split(source, "test")[:share])
+            continue
         if not isinstance(source, MicroSweTasksConfig | ShellTasksConfig):
             raise ValueError(f"{source.type} tasks have no held-out split")
         n = share or source.n

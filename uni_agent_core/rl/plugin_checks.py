@@ -21,6 +21,7 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.sandbox import PluginSandboxConfig
 from uni_agent_core.config.tasks import MixTasksConfig, PluginTasksConfig, SourceTasksConfig
 from uni_agent_core.envs.environment import environment_class
+from uni_agent_core.envs.sources import has_splits
 from uni_agent_core.harness.base import Harness
 from uni_agent_core.plugins import KINDS, PluginError, PluginKind, is_user_plugin, resolve
 from uni_agent_core.rl.loss_contract import check_policy_loss
@@ -56,6 +57,11 @@ def plugin_problems(recipe: Recipe) -> list[tuple[str, str]]:
             checks.append((f"{key}.env", partial(environment_class, source.env)))
         if isinstance(source, PluginTasksConfig):
             checks.append((f"{key}.path", partial(_check_callable, "task_source", source.path, 1)))
+            if recipe.eval.enabled and recipe.eval.suite == "heldout":
+                checks.append(("eval.suite", partial(_check_splits, source.path)))
+    suite = recipe.eval.suite
+    if recipe.eval.enabled and ":" in suite:
+        checks.append(("eval.suite", partial(_check_splits, suite.rpartition(":")[0])))
     problems = []
     for key, check in checks:
         try:
@@ -129,6 +135,16 @@ def _check_policy_loss(name: str, options: dict[str, Any]) -> None:
     except ValueError:  # no signature (a builtin): trust it
         pass
     check_policy_loss(loss, options, name=name)
+
+
+def _check_splits(name: str) -> None:
+    """A task source whose split is evaluated takes a `split`."""
+    source = _check_callable("task_source", name, 1)
+    if not has_splits(source):
+        raise TypeError(
+            f"task source {name!r} has no held-out split to evaluate: give its function a "
+            '`split` parameter (`def load(options, split="train")`), or name another suite'
+        )
 
 
 def _check_verl_name(kind: str, name: str) -> None:

@@ -105,3 +105,18 @@ def test_plugins_list_shows_each_name_and_its_distribution(site) -> None:
     assert "harness (entry points: agent_rl.harnesses)" in shown
     assert "one_shot" in shown and "my_plugins.one_shot:OneShotHarness  [my-plugins 0.1]" in shown
     assert "react" in shown and "[built-in]" in shown
+
+
+def test_a_split_of_an_installed_source_is_a_suite(site) -> None:
+    from uni_agent_core.eval.suites import resolve_suite
+
+    recipe = load_recipe(
+        EXAMPLES / "recipe.yaml",
+        ["tasks={type: plugin, path: capitals, env: capitals}", "eval.suite=capitals:test"],
+    )
+    assert plugin_problems(recipe) == []
+    tasks = resolve_suite("capitals:test", recipe, max_tasks=2)
+    assert [(task.instance_id, task.env) for task in tasks] == [
+        ("capital-chile", "capitals"),
+        ("capital-poland", "capitals"),
+    ]

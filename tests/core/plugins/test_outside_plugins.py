@@ -226,3 +226,43 @@ def test_an_environment_missing_an_abstract_method_fails_validation_in_one_line(
         f"task environment '{__name__}:_NoScore' does not implement score "
         "(uni_agent_core.envs.environment.TaskEnvironment)"
     )
+
+
+def no_split_source(options: dict) -> list[dict]:
+    """A user's task source without a held-out split."""
+    return [{"instance_id": "only-1", "problem_statement": "?", "env_data": {"answer": "x"}}]
+
+
+def test_a_user_source_without_an_eval_suite_is_refused_at_validation(tmp_path) -> None:
+    """Issue 49, finding 3: no `eval:` section used to evaluate 50 unrelated micro-swe tasks."""
+    text = (EXAMPLES / "recipe.yaml").read_text()
+    without_eval = tmp_path / "recipe.yaml"
+    without_eval.write_text(text[: text.index("# Evaluation:")] + text[text.index("tracking:") :])
+    with pytest.raises(Exception, match="eval.suite") as refused:
+        load_recipe(without_eval)
+    assert "would score unrelated bundled tasks" in str(refused.value)
+    assert load_recipe(without_eval, ["eval.enabled=false"]).eval.enabled is False
+
+
+def test_the_heldout_suite_of_a_user_source_is_its_test_split() -> None:
+    from uni_agent_core.eval.suites import recipe_suite, resolve_suite
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+
+    recipe = load_recipe(EXAMPLES / "recipe.yaml")
+    assert recipe_suite(recipe) == "heldout" and plugin_problems(recipe) == []
+    tasks = resolve_suite("heldout", recipe)
+    assert [task.instance_id for task in tasks] == [
+        "capital-chile",
+        "capital-poland",
+        "capital-greece",
+        "capital-canada",
+    ]
+    assert {task.env for task in tasks} == {ANSWER_ENV}
+
+
+def test_a_user_source_without_a_split_cannot_be_evaluated() -> None:
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+
+    recipe = load_recipe(EXAMPLES / "recipe.yaml", [f"tasks.path={__name__}:no_split_source"])
+    ((key, message),) = plugin_problems(recipe)
+    assert key == "eval.suite" and "has no held-out split to evaluate" in message
