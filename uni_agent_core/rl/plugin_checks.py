@@ -21,7 +21,7 @@ from uni_agent_core.config.recipe import Recipe
 from uni_agent_core.config.sandbox import PluginSandboxConfig
 from uni_agent_core.config.tasks import MixTasksConfig, PluginTasksConfig, SourceTasksConfig
 from uni_agent_core.envs.environment import environment_class
-from uni_agent_core.envs.sources import has_splits
+from uni_agent_core.envs.sources import TaskSourceError, has_splits, load_tasks
 from uni_agent_core.harness.base import Harness
 from uni_agent_core.plugins import KINDS, PluginError, PluginKind, is_user_plugin, resolve
 from uni_agent_core.rl.loss_contract import check_policy_loss
@@ -56,7 +56,7 @@ def plugin_problems(recipe: Recipe) -> list[tuple[str, str]]:
         if source.env is not None:
             checks.append((f"{key}.env", partial(environment_class, source.env)))
         if isinstance(source, PluginTasksConfig):
-            checks.append((f"{key}.path", partial(_check_callable, "task_source", source.path, 1)))
+            checks.append((f"{key}.path", partial(_check_task_rows, source)))
             if recipe.eval.enabled and recipe.eval.suite == "heldout":
                 checks.append(("eval.suite", partial(_check_splits, source.path)))
     suite = recipe.eval.suite
@@ -135,6 +135,25 @@ def _check_policy_loss(name: str, options: dict[str, Any]) -> None:
     except ValueError:  # no signature (a builtin): trust it
         pass
     check_policy_loss(loss, options, name=name)
+
+
+def _check_task_rows(source: PluginTasksConfig) -> None:
+    """A user's task source: callable, and what it returns is tasks (every row a `TaskSpec`,
+    `instance_id` and `problem_statement` given) whose environments resolve. The source is
+    called, as stage 1 would call it: a source is a function of its options."""
+    _check_callable("task_source", source.path, 1)
+    try:
+        tasks = load_tasks(source)
+    except TaskSourceError as error:
+        raise TypeError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - the user's source: report any failure
+        raise TypeError(
+            f"{source.path}({dict(source.options)}) raised {type(error).__name__}: {error}"
+        ) from error
+    if not tasks:
+        raise TypeError(f"{source.path} returned no tasks")
+    for env in sorted({task.env for task in tasks} - {source.env}):
+        environment_class(env)
 
 
 def _check_splits(name: str) -> None:

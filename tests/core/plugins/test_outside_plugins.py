@@ -266,3 +266,31 @@ def test_a_user_source_without_a_split_cannot_be_evaluated() -> None:
     recipe = load_recipe(EXAMPLES / "recipe.yaml", [f"tasks.path={__name__}:no_split_source"])
     ((key, message),) = plugin_problems(recipe)
     assert key == "eval.suite" and "has no held-out split to evaluate" in message
+
+
+def rows_without_a_statement(options: dict) -> list[dict]:
+    return [{"instance_id": "q-1", "env_data": {"answer": "x"}}]
+
+
+def rows_of_an_unfinished_environment(options: dict) -> list[dict]:
+    env = f"{__name__}:_NoScore"
+    return [{"instance_id": "q-1", "problem_statement": "?", "env": env}]
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("rows_without_a_statement", "item 0 is not a task (1 problems: ('problem_statement',)"),
+        ("rows_of_an_unfinished_environment", "does not implement score"),
+    ],
+)
+def test_a_sources_bad_rows_fail_validation_in_one_line(source: str, says: str) -> None:
+    """Issue 49, finding 4: such rows passed validation and failed at stage 1."""
+    from uni_agent_core.rl.plugin_checks import plugin_problems
+
+    recipe = load_recipe(
+        EXAMPLES / "recipe.yaml",
+        [f"tasks={{type: plugin, path: '{__name__}:{source}'}}", "eval.enabled=false"],
+    )
+    ((key, message),) = plugin_problems(recipe)
+    assert key == "tasks.path" and says in message and "\n" not in message
