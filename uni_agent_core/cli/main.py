@@ -71,6 +71,21 @@ def _cmd_plugins_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_init_env(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from uni_agent_core.envs.scaffold import scaffold_environment
+
+    written = scaffold_environment(args.name, Path(args.dir))
+    root = written[0].parent
+    print(f"wrote the task environment package {args.name} in {root}:")
+    for path in written:
+        print(f"  {path.relative_to(root)}")
+    print(f"next: pip install -e {root} && python -m pytest {root / 'tests'}")
+    print(f"      agent-rl train --recipe {root / 'recipe.yaml'} --run-dir runs/{args.name}")
+    return 0
+
+
 def _cmd_agents(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -535,6 +550,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", choices=sorted(ENTRY_POINT_GROUPS), help="only this kind of plug-in"
     )
     plugin_list.set_defaults(func=_cmd_plugins_list)
+
+    init = sub.add_parser("init", help="scaffold an installable plug-in package")
+    init_sub = init.add_subparsers(dest="init_command", required=True)
+    init_env = init_sub.add_parser(
+        "env", help="a task environment package: environment, train/test tasks, tests, recipe"
+    )
+    init_env.add_argument("name", help="its package and plug-in name (lowercase, `_`)")
+    init_env.add_argument("--dir", default=".", help="where to write it (default: here)")
+    init_env.set_defaults(func=_cmd_init_env)
 
     agents = sub.add_parser("agents", help="the agent CLIs trained black-box (Claude Code, Codex)")
     agents.add_argument(
