@@ -33,6 +33,7 @@ USER_ERRORS = {
     "PolicyUnavailableError",
     "RecipeError",
     "RunNotFoundError",
+    "ScaffoldError",
     "ServerPythonNotFoundError",
     "StepNotFoundError",
     "TaskDataError",
