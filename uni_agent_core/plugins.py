@@ -23,8 +23,10 @@ This module imports only `errors` of the package, so every layer may use it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -113,7 +115,16 @@ class InstalledPlugin:
 
 
 def _entry_points(kind: PluginKind) -> dict[str, EntryPoint]:
-    """The installed entry points of `kind`, by name (the first one wins on a clash)."""
+    """The installed entry points of `kind`, by name (the first one wins on a clash).
+
+    Scanning the installed distributions takes tens of milliseconds and the trainer asks every
+    step, so the scan is kept per search path: what is installed where is read again only when
+    `sys.path` changes."""
+    return _entry_points_on(kind, tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=32)
+def _entry_points_on(kind: PluginKind, path: tuple[str, ...]) -> dict[str, EntryPoint]:
     found: dict[str, EntryPoint] = {}
     for point in entry_points(group=ENTRY_POINT_GROUPS[kind]):
         found.setdefault(point.name, point)
